@@ -1,0 +1,198 @@
+#include "harness/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <sstream>
+#include <thread>
+
+namespace ssd {
+namespace {
+
+int default_threads() {
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+void add_run_flags(CLI::App& app, RunConfig& c) {
+  const std::string models = "Models", decoding = "Decoding", prompts = "Prompts",
+                    reps = "Repetitions", hardware = "Hardware", output = "Output";
+  app.add_option("--target", c.target,
+                 "Target model: a checkpoint directory, synthetic:PRESET or "
+                 "synthetic:path/config.json")
+      ->group(models)
+      ->capture_default_str();
+  app.add_option("--weight-seed", c.weight_seed, "Seed of synthetic weights")
+      ->group(models)
+      ->capture_default_str();
+
+  app.add_option("--mode", c.mode, "Decoding algorithm")
+      ->group(decoding)
+      ->check(CLI::IsMember({"ar"}))
+      ->capture_default_str();
+  app.add_option("-b,--batch-size", c.batch_size, "Sequences decoded together")
+      ->group(decoding)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("-n,--max-new-tokens", c.max_new_tokens, "Tokens to generate per sequence")
+      ->group(decoding)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--temperature", c.temperature, "Sampling temperature; 0 = greedy")
+      ->group(decoding)
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--seed", c.seed, "Seed of sampling and random prompts")
+      ->group(decoding)
+      ->capture_default_str();
+  app.add_flag("--ignore-eos", c.ignore_eos, "Keep generating past end-of-sequence tokens")
+      ->group(decoding);
+
+  app.add_option("--prompts", c.prompts_file, "Prompt file, JSONL with {\"ids\": [...]} per line")
+      ->group(prompts)
+      ->check(CLI::ExistingFile);
+  app.add_option("--num-prompts", c.num_prompts, "Random prompts to generate (default: batch size)")
+      ->group(prompts)
+      ->check(CLI::PositiveNumber);
+  app.add_option("--prompt-len", c.prompt_len, "Tokens per random prompt, BOS included")
+      ->group(prompts)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+
+  app.add_option("--warmup", c.warmup, "Unrecorded runs before the recorded ones")
+      ->group(reps)
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("-r,--reps", c.reps, "Recorded repetitions (mean +- stddev over these)")
+      ->group(reps)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+
+  app.add_option("--backend", c.backend, "Compute backend")
+      ->group(hardware)
+      ->check(CLI::IsMember({"cpu"}))
+      ->capture_default_str();
+  app.add_option("-t,--threads", c.threads, "CPU threads per rank (default: all cores)")
+      ->group(hardware)
+      ->check(CLI::PositiveNumber);
+  app.add_option("--gemm", c.gemm,
+                 "CPU GEMM: invariant (batch-invariant, bit-exact across batch shapes) or "
+                 "openblas (faster prefill, not batch-invariant)")
+      ->group(hardware)
+      ->check(CLI::IsMember({"invariant", "openblas"}))
+      ->capture_default_str();
+
+  app.add_option("-o,--out", c.out, "HDF5 result file")->group(output);
+  app.add_flag("--overwrite", c.overwrite, "Replace an existing result file")->group(output);
+  app.add_option("--output-format", c.output_format,
+                 "Console format: text (aligned rows), csv or jsonl (machine-readable rows)")
+      ->group(output)
+      ->check(CLI::IsMember({"text", "csv", "jsonl"}))
+      ->capture_default_str();
+  app.add_flag("--show-tokens", c.show_tokens,
+               "Print every sequence's generated token ids after the results")
+      ->group(output);
+}
+
+// CLI11's messages already name the flag; we only make them one line.
+std::string one_line(std::string message) {
+  for (char& ch : message)
+    if (ch == '\n') ch = ' ';
+  while (!message.empty() && message.back() == ' ') message.pop_back();
+  return message;
+}
+
+}  // namespace
+
+Cli parse_cli(int argc, const char* const* argv) {
+  Cli cli;
+  for (int i = 0; i < argc; ++i) cli.argv.emplace_back(argv[i]);
+
+  CLI::App app{
+      "ssd-bench: a benchmark harness for autoregressive, speculative and speculative "
+      "speculative decoding.\nLaunch with mpirun -np N ssd-bench [flags]; see README.md.",
+      "ssd-bench"};
+  app.set_config("--config", "", "Read flags from a CLI11 config file (TOML or INI)");
+  app.get_config_ptr()->group("Output");
+  add_run_flags(app, cli.run);
+
+  CheckpointConfig& ck = cli.checkpoint;
+  CLI::App* make = app.add_subcommand(
+      "make-checkpoint", "Write a synthetic model as an HF checkpoint (config.json + safetensors)");
+  make->add_option("--preset", ck.preset, "Preset name or path to a config.json")->required();
+  make->add_option("--out", ck.out, "Output directory")->required();
+  make->add_option("--seed", ck.seed, "Weight seed")->capture_default_str();
+  make->add_option("--dtype", ck.dtype, "Stored dtype")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+  make->add_option("--shards", ck.shards, "Split the weights over this many safetensors files")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  make->add_flag("--overwrite", ck.overwrite, "Replace an existing checkpoint");
+
+  CharacterizeConfig& ch = cli.characterize;
+  CLI::App* characterize = app.add_subcommand(
+      "characterize",
+      "Measure memory bandwidth and GEMM throughput at a model's shapes; print the AR bound");
+  characterize->add_option("--target", ch.target, "Model whose shapes to measure")
+      ->capture_default_str();
+  characterize->add_option("-t,--threads", ch.threads, "CPU threads (default: all cores)")
+      ->check(CLI::PositiveNumber);
+  characterize->add_option("--rows", ch.rows, "Rows of the prefill-shaped GEMM")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  characterize->add_option("-o,--out", ch.out, "HDF5 file for the measurements");
+  characterize->add_flag("--overwrite", ch.overwrite, "Replace an existing result file");
+  app.require_subcommand(0, 1);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    throw CliExit{0, app.help()};
+  } catch (const CLI::CallForAllHelp&) {
+    throw CliExit{0, app.help("", CLI::AppFormatMode::All)};
+  } catch (const CLI::ParseError& e) {
+    throw CliExit{2, one_line(e.what())};
+  }
+
+  if (make->parsed()) {
+    cli.command = Command::MakeCheckpoint;
+  } else if (characterize->parsed()) {
+    cli.command = Command::Characterize;
+    if (ch.threads == 0) ch.threads = default_threads();
+  } else {
+    cli.command = Command::Run;
+    if (cli.run.threads == 0) cli.run.threads = default_threads();
+    if (cli.run.num_prompts == 0 && cli.run.prompts_file.empty())
+      cli.run.num_prompts = cli.run.batch_size;
+    if (cli.run.num_prompts != 0 && !cli.run.prompts_file.empty())
+      throw CliExit{2, "--num-prompts: not allowed together with --prompts FILE"};
+  }
+  return cli;
+}
+
+std::vector<std::pair<std::string, std::string>> describe(const RunConfig& c) {
+  auto str = [](auto v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  return {
+      {"mode", c.mode},
+      {"target", c.target},
+      {"weight_seed", str(c.weight_seed)},
+      {"batch_size", str(c.batch_size)},
+      {"max_new_tokens", str(c.max_new_tokens)},
+      {"temperature", str(c.temperature)},
+      {"seed", str(c.seed)},
+      {"ignore_eos", c.ignore_eos ? "true" : "false"},
+      {"prompts", c.prompts_file.empty() ? "random" : c.prompts_file},
+      {"num_prompts", str(c.num_prompts)},
+      {"prompt_len", str(c.prompt_len)},
+      {"warmup", str(c.warmup)},
+      {"reps", str(c.reps)},
+      {"backend", c.backend},
+      {"threads", str(c.threads)},
+      {"gemm", c.gemm},
+      {"out", c.out.empty() ? "none" : c.out},
+  };
+}
+
+}  // namespace ssd

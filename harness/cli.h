@@ -1,0 +1,80 @@
+// The command line: flags grouped by topic, CLI11 config files, validation of every value.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ssd {
+
+// Settings of a benchmark run (the default command).
+struct RunConfig {
+  // Models
+  std::string target = "synthetic:llama-124m";
+  uint64_t weight_seed = 0;
+  // Decoding
+  std::string mode = "ar";
+  int batch_size = 1;
+  int max_new_tokens = 128;
+  double temperature = 0.0;
+  uint64_t seed = 0;
+  bool ignore_eos = false;
+  // Prompts
+  std::string prompts_file;  // JSONL, {"ids": [...]} per line; empty = random prompts
+  int num_prompts = 0;       // 0 = one batch
+  int prompt_len = 32;
+  // Repetitions
+  int warmup = 1;
+  int reps = 3;
+  // Hardware
+  std::string backend = "cpu";
+  int threads = 0;  // 0 = all cores
+  std::string gemm = "invariant";
+  // Output
+  std::string out;  // HDF5 file; empty = none
+  bool overwrite = false;
+  std::string output_format = "text";
+  bool show_tokens = false;
+};
+
+struct CheckpointConfig {
+  std::string preset;
+  std::string out;
+  uint64_t seed = 0;
+  std::string dtype = "f32";
+  int shards = 1;
+  bool overwrite = false;
+};
+
+struct CharacterizeConfig {
+  std::string target = "synthetic:llama-124m";
+  int threads = 0;
+  int rows = 128;  // GEMM rows for the prefill-shaped throughput measurement
+  std::string out;
+  bool overwrite = false;
+};
+
+enum class Command { Run, MakeCheckpoint, Characterize };
+
+struct Cli {
+  Command command = Command::Run;
+  RunConfig run;
+  CheckpointConfig checkpoint;
+  CharacterizeConfig characterize;
+  std::vector<std::string> argv;
+};
+
+// Thrown instead of exiting so main decides how every rank leaves: code 0 for --help (the
+// text is the help), 2 for bad input (the text is one line naming the flag).
+struct CliExit {
+  int code;
+  std::string text;
+};
+
+Cli parse_cli(int argc, const char* const* argv);
+
+// Every resolved setting of a run as "name = value" pairs, in the order they are printed and
+// stored (console header and HDF5 attributes).
+std::vector<std::pair<std::string, std::string>> describe(const RunConfig& config);
+
+}  // namespace ssd

@@ -1,0 +1,133 @@
+#include "harness/report.h"
+
+#include <cstdio>
+#include <iomanip>
+#include <sstream>
+
+namespace ssd {
+namespace {
+
+std::string fmt(const char* format, double a, double b = 0.0) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), format, a, b);
+  return buf;
+}
+
+std::string model_name(const std::string& spec) {
+  const std::string prefix = "synthetic:";
+  std::string name = spec.rfind(prefix, 0) == 0 ? spec.substr(prefix.size()) : spec;
+  while (name.size() > 1 && name.back() == '/') name.pop_back();
+  if (auto slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
+  return name;
+}
+
+}  // namespace
+
+std::string human_count(double n) {
+  if (n >= 1e9) return fmt("%.2fB", n / 1e9);
+  if (n >= 1e6) return fmt("%.1fM", n / 1e6);
+  if (n >= 1e3) return fmt("%.1fK", n / 1e3);
+  return fmt("%.0f", n);
+}
+
+std::string human_bytes(double bytes) {
+  if (bytes >= 1e9) return fmt("%.2f GB", bytes / 1e9);
+  if (bytes >= 1e6) return fmt("%.1f MB", bytes / 1e6);
+  return fmt("%.1f kB", bytes / 1e3);
+}
+
+void Report::header(const RunInfo& info, const RunConfig& config, const ModelSummary& target) {
+  out_ << "# ssd-bench " << info.version << " (commit " << info.git_commit << ", "
+       << info.build_type << ")\n";
+  out_ << "# started " << info.start_time << " on " << info.host << ", CPU " << info.cpu_model
+       << ", GPU " << info.gpu_model << "\n";
+  out_ << "# libraries:";
+  for (const auto& [name, version] : info.libraries) out_ << " " << name << " " << version << ";";
+  out_ << "\n#\n# settings:";
+  int column = 0;
+  for (const auto& [name, value] : describe(config)) {
+    if (column++ % 6 == 0) out_ << "\n#  ";
+    out_ << " " << name << "=" << value;
+  }
+  const ModelConfig& c = target.config;
+  out_ << "\n# target: " << target.description << ": " << c.model_type() << ", "
+       << human_count(double(c.parameter_count())) << " parameters, " << c.num_hidden_layers
+       << " layers, hidden " << c.hidden_size << ", heads " << c.num_attention_heads << "/"
+       << c.num_key_value_heads << ", vocab " << c.vocab_size << "; "
+       << human_bytes(double(target.weight_bytes)) << " fp32 on this rank, loaded in "
+       << fmt("%.2f s", target.load_s) << "\n#\n";
+  out_ << "# rank layout:\n";
+  out_ << "#  " << std::setw(5) << "rank"
+       << "  " << std::left << std::setw(16) << "role" << std::setw(20) << "host" << std::right
+       << std::setw(8) << "pid"
+       << "  " << std::left << std::setw(32) << "device" << std::right << std::setw(8) << "threads"
+       << "\n";
+  for (const RankInfo& r : info.ranks)
+    out_ << "#  " << std::setw(5) << r.rank << "  " << std::left << std::setw(16) << r.role
+         << std::setw(20) << r.host << std::right << std::setw(8) << r.pid << "  " << std::left
+         << std::setw(32) << r.device.substr(0, 31) << std::right << std::setw(8) << r.threads
+         << "\n";
+  out_ << "#\n";
+  if (format_ == "text") {
+    out_ << "# " << std::left << std::setw(5) << "mode" << std::setw(16) << "model" << std::right
+         << std::setw(6) << "batch" << std::setw(8) << "prompts" << std::setw(8) << "new"
+         << std::setw(22) << "decode tok/s" << std::setw(20) << "ms/token" << std::setw(16)
+         << "prefill tok/s"
+         << "\n";
+  } else if (format_ == "csv") {
+    out_ << "mode,model,batch,prompts,new_tokens,temperature,threads,decode_tok_s_mean,"
+            "decode_tok_s_std,ms_per_token_mean,ms_per_token_std,prefill_tok_s_mean,"
+            "prefill_tok_s_std,reps\n";
+  }
+  out_.flush();
+}
+
+void Report::result_row(const RunConfig& config, const ModelSummary& target, const RunSummary& s) {
+  const std::string model = model_name(target.spec);
+  if (format_ == "text") {
+    out_ << "  " << std::left << std::setw(5) << config.mode << std::setw(16) << model << std::right
+         << std::setw(6) << config.batch_size << std::setw(8) << config.num_prompts << std::setw(8)
+         << config.max_new_tokens << std::setw(22)
+         << fmt("%.2f +- %.2f", s.decode_tokens_per_s.mean, s.decode_tokens_per_s.stddev)
+         << std::setw(20) << fmt("%.3f +- %.3f", s.ms_per_token.mean, s.ms_per_token.stddev)
+         << std::setw(16) << fmt("%.1f", s.prefill_tokens_per_s.mean) << "\n";
+  } else if (format_ == "csv") {
+    out_ << config.mode << "," << model << "," << config.batch_size << "," << config.num_prompts
+         << "," << config.max_new_tokens << "," << config.temperature << "," << config.threads
+         << "," << s.decode_tokens_per_s.mean << "," << s.decode_tokens_per_s.stddev << ","
+         << s.ms_per_token.mean << "," << s.ms_per_token.stddev << ","
+         << s.prefill_tokens_per_s.mean << "," << s.prefill_tokens_per_s.stddev << "," << s.reps
+         << "\n";
+  } else {
+    out_ << "{\"mode\":\"" << config.mode << "\",\"model\":\"" << model
+         << "\",\"batch\":" << config.batch_size << ",\"prompts\":" << config.num_prompts
+         << ",\"new_tokens\":" << config.max_new_tokens << ",\"temperature\":" << config.temperature
+         << ",\"threads\":" << config.threads
+         << ",\"decode_tok_s_mean\":" << s.decode_tokens_per_s.mean
+         << ",\"decode_tok_s_std\":" << s.decode_tokens_per_s.stddev
+         << ",\"ms_per_token_mean\":" << s.ms_per_token.mean
+         << ",\"ms_per_token_std\":" << s.ms_per_token.stddev
+         << ",\"prefill_tok_s_mean\":" << s.prefill_tokens_per_s.mean
+         << ",\"prefill_tok_s_std\":" << s.prefill_tokens_per_s.stddev << ",\"reps\":" << s.reps
+         << "}\n";
+  }
+  out_.flush();
+}
+
+void Report::tokens(const std::vector<std::vector<int32_t>>& generated) {
+  for (size_t i = 0; i < generated.size(); ++i) {
+    out_ << "# tokens[" << i << "]:";
+    for (int32_t t : generated[i]) out_ << " " << t;
+    out_ << "\n";
+  }
+}
+
+void Report::final_lines(const RunSummary& s, const std::string& out_path) {
+  out_ << "#\n# Check: generated tokens identical across " << s.reps
+       << " repetitions: " << (s.tokens_identical_across_reps ? "OK" : "FAILED") << "\n";
+  out_ << "# Results: " << (out_path.empty() ? "not written (no --out)" : out_path) << "\n";
+  out_ << "# Avg decode throughput: " << fmt("%.2f", s.decode_tokens_per_s.mean) << " tok/s\n";
+  out_.flush();
+}
+
+}  // namespace ssd

@@ -1,0 +1,45 @@
+// Console report in the style of nccl-tests: '#' header lines with the configuration and the
+// rank layout, one aligned row per result, then the check line. --output-format csv|jsonl
+// prints the same rows machine-readably (header lines stay '#' comments).
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "harness/cli.h"
+#include "harness/run_info.h"
+#include "harness/summary.h"
+#include "model/config.h"
+
+namespace ssd {
+
+struct ModelSummary {
+  std::string spec;         // as given on the command line
+  std::string description;  // the weight source's own description
+  ModelConfig config;
+  size_t weight_bytes = 0;  // held by this rank
+  double load_s = 0.0;
+};
+
+class Report {
+ public:
+  Report(std::string format, std::ostream& out) : format_(std::move(format)), out_(out) {}
+  void header(const RunInfo& info, const RunConfig& config, const ModelSummary& target);
+  void result_row(const RunConfig& config, const ModelSummary& target, const RunSummary& s);
+  void final_lines(const RunSummary& s, const std::string& out_path);
+  // '#'-comment lines "# tokens[i]: t0 t1 ..." for every sequence.
+  void tokens(const std::vector<std::vector<int32_t>>& generated);
+
+ private:
+  std::string format_;
+  std::ostream& out_;
+};
+
+// "124.4M", "8.03B"
+std::string human_count(double n);
+// "497.7 MB"
+std::string human_bytes(double bytes);
+
+}  // namespace ssd

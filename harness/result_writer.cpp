@@ -1,0 +1,146 @@
+#include "harness/result_writer.h"
+
+#include <nlohmann/json.hpp>
+
+#include "harness/hdf5_writer.h"
+
+namespace ssd {
+namespace {
+
+// [rows, width] int32, -1 padded.
+std::vector<int32_t> padded(const std::vector<std::vector<int32_t>>& rows, size_t width) {
+  std::vector<int32_t> out(rows.size() * width, -1);
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (size_t i = 0; i < rows[r].size() && i < width; ++i) out[r * width + i] = rows[r][i];
+  return out;
+}
+
+void write_metadata(ResultFile& file, const std::vector<std::string>& argv, const RunInfo& info,
+                    const RunConfig& config, const ModelSummary& target) {
+  nlohmann::json resolved;
+  for (const auto& [name, value] : describe(config)) {
+    file.set_attr("/config", name, value);
+    resolved[name] = value;
+  }
+  file.set_attr("/", "schema_version", kSchemaVersion);
+  file.set_attr("/", "mode", config.mode);
+  file.set_attr("/", "config_json", resolved.dump());
+  std::string joined;
+  for (const std::string& a : argv) joined += (joined.empty() ? "" : " ") + a;
+  file.set_attr("/", "argv", joined);
+  file.set_attr("/", "version", info.version);
+  file.set_attr("/", "git_commit", info.git_commit);
+  file.set_attr("/", "build_type", info.build_type);
+  file.set_attr("/", "host", info.host);
+  file.set_attr("/", "cpu_model", info.cpu_model);
+  file.set_attr("/", "gpu_model", info.gpu_model);
+  file.set_attr("/", "start_time", info.start_time);
+  file.set_attr("/", "end_time", iso_time_now());
+  file.set_attr("/", "synthetic_outcomes", int64_t(0));
+  for (const auto& [name, version] : info.libraries) file.set_attr("/libraries", name, version);
+
+  file.set_attr("/models/target", "spec", target.spec);
+  file.set_attr("/models/target", "source", target.description);
+  file.set_attr("/models/target", "config_json", model_config_to_json(target.config).dump());
+  file.set_attr("/models/target", "parameters", int64_t(target.config.parameter_count()));
+  file.set_attr("/models/target", "weight_bytes_per_rank", int64_t(target.weight_bytes));
+
+  std::vector<int32_t> rank, pid, threads;
+  for (const RankInfo& r : info.ranks) {
+    rank.push_back(r.rank);
+    pid.push_back(r.pid);
+    threads.push_back(r.threads);
+    const std::string group = "/ranks/" + std::to_string(r.rank);
+    file.set_attr(group, "role", r.role);
+    file.set_attr(group, "host", r.host);
+    file.set_attr(group, "device", r.device);
+    file.set_attr(group, "pid", int64_t(r.pid));
+    file.set_attr(group, "threads", int64_t(r.threads));
+  }
+}
+
+void write_records(ResultFile& file, const RunRecords& records) {
+  std::vector<int32_t> rep, step, row, sequence, tokens;
+  std::vector<double> start, step_s, forward_s;
+  for (const StepRecord& s : records.steps) {
+    rep.push_back(s.rep);
+    step.push_back(s.step);
+    row.push_back(s.row);
+    sequence.push_back(s.sequence);
+    tokens.push_back(s.tokens);
+    start.push_back(s.start_s);
+    step_s.push_back(s.step_s);
+    forward_s.push_back(s.forward_s);
+  }
+  file.write_column("/steps/rep", rep);
+  file.write_column("/steps/step", step);
+  file.write_column("/steps/row", row);
+  file.write_column("/steps/sequence", sequence);
+  file.write_column("/steps/tokens", tokens);
+  file.write_column("/steps/start_s", start);
+  file.write_column("/steps/step_time_s", step_s);
+  file.write_column("/steps/forward_time_s", forward_s);
+
+  std::vector<int32_t> r_rep;
+  std::vector<int64_t> prefill_tokens, decode_tokens, decode_steps, generated;
+  std::vector<double> prefill_s, decode_s, tps, ms;
+  for (const RepTotals& r : records.reps) {
+    r_rep.push_back(r.rep);
+    prefill_s.push_back(r.prefill_s);
+    prefill_tokens.push_back(r.prefill_tokens);
+    decode_s.push_back(r.decode_s);
+    decode_tokens.push_back(r.decode_tokens);
+    decode_steps.push_back(r.decode_steps);
+    generated.push_back(r.generated_tokens);
+    tps.push_back(r.decode_tokens_per_s());
+    ms.push_back(r.ms_per_token());
+  }
+  file.write_column("/reps/rep", r_rep);
+  file.write_column("/reps/prefill_time_s", prefill_s);
+  file.write_column("/reps/prefill_tokens", prefill_tokens);
+  file.write_column("/reps/decode_time_s", decode_s);
+  file.write_column("/reps/decode_tokens", decode_tokens);
+  file.write_column("/reps/decode_steps", decode_steps);
+  file.write_column("/reps/generated_tokens", generated);
+  file.write_column("/reps/decode_tokens_per_s", tps);
+  file.write_column("/reps/ms_per_token", ms);
+}
+
+}  // namespace
+
+void write_result_file(const std::string& path, bool overwrite,
+                       const std::vector<std::string>& argv, const RunInfo& info,
+                       const RunConfig& config, const ModelSummary& target, const Prompts& prompts,
+                       const RunRecords& records, const RunSummary& summary) {
+  ResultFile file = ResultFile::create(path, overwrite);
+  write_metadata(file, argv, info, config, target);
+
+  const size_t width = size_t(config.max_new_tokens);
+  const std::vector<int32_t> generated = padded(records.generated, width);
+  file.write_dataset("/generated_tokens", {records.generated.size(), width}, generated.data());
+  size_t longest = 0;
+  std::vector<int32_t> lengths;
+  for (const auto& p : prompts) {
+    longest = std::max(longest, p.size());
+    lengths.push_back(int32_t(p.size()));
+  }
+  const std::vector<int32_t> prompt_tokens = padded(prompts, longest);
+  file.write_dataset("/prompt_tokens", {prompts.size(), longest}, prompt_tokens.data());
+  file.write_column("/prompt_lengths", lengths);
+
+  write_records(file, records);
+
+  file.set_attr("/summary", "decode_tokens_per_s", summary.decode_tokens_per_s.mean);
+  file.set_attr("/summary", "decode_tokens_per_s_std", summary.decode_tokens_per_s.stddev);
+  file.set_attr("/summary", "prefill_tokens_per_s", summary.prefill_tokens_per_s.mean);
+  file.set_attr("/summary", "prefill_tokens_per_s_std", summary.prefill_tokens_per_s.stddev);
+  file.set_attr("/summary", "ms_per_token_mean", summary.ms_per_token.mean);
+  file.set_attr("/summary", "ms_per_token_std", summary.ms_per_token.stddev);
+  file.set_attr("/summary", "reps", int64_t(summary.reps));
+  file.set_attr("/summary", "generated_tokens_per_rep", summary.generated_tokens);
+  file.set_attr("/summary", "tokens_identical_across_reps",
+                int64_t(summary.tokens_identical_across_reps ? 1 : 0));
+  file.commit();
+}
+
+}  // namespace ssd

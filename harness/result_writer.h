@@ -1,0 +1,23 @@
+// Writes a run's HDF5 result file (layout in docs/hdf5-schema.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "harness/cli.h"
+#include "harness/prompts.h"
+#include "harness/report.h"
+#include "harness/run_info.h"
+#include "harness/summary.h"
+#include "ssd/records.h"
+
+namespace ssd {
+
+inline constexpr const char* kSchemaVersion = "1.0";
+
+void write_result_file(const std::string& path, bool overwrite,
+                       const std::vector<std::string>& argv, const RunInfo& info,
+                       const RunConfig& config, const ModelSummary& target, const Prompts& prompts,
+                       const RunRecords& records, const RunSummary& summary);
+
+}  // namespace ssd

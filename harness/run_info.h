@@ -1,0 +1,35 @@
+// RunInfo: what ran where: build, host, libraries, rank layout. Printed in the console header
+// and stored as HDF5 attributes.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ssd {
+
+struct RankInfo {
+  int rank = 0;
+  std::string role;  // "target tp 0/1", later "draft 0/1"
+  std::string host;
+  int pid = 0;
+  std::string device;
+  int threads = 0;
+};
+
+struct RunInfo {
+  std::string version, git_commit, build_type, compiler;
+  std::string start_time;  // ISO 8601, UTC
+  std::string host;
+  std::string cpu_model;
+  std::string gpu_model = "none";
+  std::vector<std::pair<std::string, std::string>> libraries;  // name, version
+  std::vector<RankInfo> ranks;
+};
+
+// Build, host and library facts of this process; ranks are left for the caller to fill.
+RunInfo collect_run_info();
+std::string iso_time_now();
+std::string host_name();
+
+}  // namespace ssd

@@ -1,0 +1,102 @@
+// The backend interface: every operation the transformer forward pass needs, implemented once
+// per device (kernels/cpu, kernels/cuda). The forward pass and everything above it only ever
+// hold Buffer handles and call these methods, so orchestration code never knows where it runs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace ssd {
+
+// A handle to memory owned by a backend: host memory for the CPU backend, device memory for
+// CUDA. `count` is in elements; the element type is the backend's business (fp32 on CPU,
+// bf16 on CUDA), callers only ever move fp32 in and out through to_host/from_host.
+struct Buffer {
+  void* data = nullptr;
+  size_t count = 0;
+};
+
+// Which KV-cache slots each query row of an attention call may see. Row r belongs to cache
+// sequence seq[r], wrote its own K/V into slot[r], and attends to slots [0, prefix[r]) of that
+// sequence plus the explicit slots extra_slots[extra_begin[r] .. extra_begin[r+1]).
+// Plain causal decoding uses prefix = own slot + 1 and no extras; SSD branch decoding uses the
+// committed prefix plus the slots of the branch's own path (paper, Figure 8 / Appendix B.1).
+struct AttentionMask {
+  int rows = 0;
+  const int32_t* seq = nullptr;
+  const int32_t* slot = nullptr;
+  const int32_t* prefix = nullptr;
+  const int32_t* extra_begin = nullptr;  // rows + 1 entries
+  const int32_t* extra_slots = nullptr;
+};
+
+// Shape of one layer of the KV cache: [sequences][capacity slots][kv_heads * head_dim] for K
+// and the same for V.
+struct KVLayout {
+  int sequences = 0;
+  int capacity = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  size_t elements() const { return size_t(sequences) * capacity * kv_heads * head_dim; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;         // "cpu", "cuda"
+  virtual std::string device_name() const = 0;  // CPU model or GPU name
+  virtual int threads() const = 0;
+
+  // --- memory ---
+  virtual Buffer alloc(size_t count) = 0;  // zero-initialised activation/cache memory
+  virtual void release(Buffer& buffer) = 0;
+  // Uploads a weight tensor given in fp32; the backend stores it in its weight format.
+  virtual Buffer upload_weight(const float* host, size_t count) = 0;
+  virtual void to_host(float* dst, const Buffer& src, size_t offset, size_t count) = 0;
+  virtual void from_host(Buffer& dst, size_t offset, const float* src, size_t count) = 0;
+  virtual void copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset,
+                    size_t count) = 0;
+  virtual void synchronize() = 0;
+
+  // --- ops; all matrices row-major ---
+  // out[r][:] = table[tokens[r]][:]
+  virtual void embed(Buffer& out, const Buffer& table, const int32_t* tokens, int rows,
+                     int dim) = 0;
+  // out[r][:] = x[r][:] / rms(x[r][:]) * weight[:]; also used per head (Qwen3 q/k norm).
+  virtual void rmsnorm(Buffer& out, const Buffer& x, const Buffer& weight, int rows, int dim,
+                       float eps) = 0;
+  // out[r][j] = sum_k x[r][k] * w[j][k]   (w is an HF [out, in] weight). Each output element
+  // is computed with a fixed summation order that does not depend on `rows`, so a row's
+  // result is bit-identical whatever else is in the batch (greedy SD must equal AR).
+  virtual void matmul(Buffer& out, const Buffer& x, const Buffer& w, int rows, int in,
+                      int out_dim) = 0;
+  // Rotary embedding, HF "rotate_half" layout, in place on x[rows][heads][head_dim], at the
+  // given positions; inv_freq has head_dim/2 entries (llama3 scaling already applied).
+  virtual void rope(Buffer& x, const int32_t* positions, int rows, int heads, int head_dim,
+                    const Buffer& inv_freq) = 0;
+  // Stores k[r], v[r] (rows x kv_heads*head_dim) into cache slot (mask.seq[r], mask.slot[r]).
+  virtual void kv_store(Buffer& k_cache, Buffer& v_cache, const KVLayout& layout, const Buffer& k,
+                        const Buffer& v, const AttentionMask& mask) = 0;
+  // Copies `count` consecutive slots of one sequence to another place (SSD keeps the accepted
+  // branch and drops the rest by moving its K/V from scratch slots into the committed region).
+  virtual void kv_move(Buffer& k_cache, Buffer& v_cache, const KVLayout& layout, int src_seq,
+                       int src_slot, int dst_seq, int dst_slot, int count) = 0;
+  // Grouped-query attention of q[rows][heads][head_dim] over the cache under `mask`.
+  virtual void attention(Buffer& out, const Buffer& q, const Buffer& k_cache, const Buffer& v_cache,
+                         const KVLayout& layout, int heads, const AttentionMask& mask) = 0;
+  // out[i] = silu(gate[i]) * up[i]
+  virtual void swiglu(Buffer& out, const Buffer& gate, const Buffer& up, size_t count) = 0;
+  // x[i] += y[i]
+  virtual void add(Buffer& x, const Buffer& y, size_t count) = 0;
+};
+
+// Sums a buffer across the tensor-parallel group (comm/ implements it; TP=1 needs none).
+class AllReduce {
+ public:
+  virtual ~AllReduce() = default;
+  virtual void sum(Buffer& buffer, size_t count) = 0;
+};
+
+}  // namespace ssd

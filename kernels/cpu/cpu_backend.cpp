@@ -1,0 +1,212 @@
+// CpuBackend: memory management and the element-wise and attention ops in plain C++.
+#include "kernels/cpu/cpu_backend.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <stdexcept>
+#include <vector>
+
+namespace ssd {
+namespace {
+
+float* f(Buffer& b) {
+  return static_cast<float*>(b.data);
+}
+const float* f(const Buffer& b) {
+  return static_cast<const float*>(b.data);
+}
+
+}  // namespace
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  }
+  return "unknown";
+}
+
+CpuBackend::CpuBackend(int threads, GemmKind gemm) : threads_(threads), gemm_(gemm) {
+  if (threads < 1) throw std::invalid_argument("CpuBackend needs at least one thread");
+}
+
+std::string CpuBackend::device_name() const {
+  return cpu_model_name();
+}
+
+Buffer CpuBackend::alloc(size_t count) {
+  // 64-byte aligned so rows start on cache lines; zeroed so fresh KV caches are defined.
+  size_t bytes = ((std::max<size_t>(count, 1) * sizeof(float) + 63) / 64) * 64;
+  void* p = std::aligned_alloc(64, bytes);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, bytes);
+  return Buffer{p, count};
+}
+
+void CpuBackend::release(Buffer& buffer) {
+  std::free(buffer.data);
+  buffer = Buffer{};
+}
+
+Buffer CpuBackend::upload_weight(const float* host, size_t count) {
+  Buffer b = alloc(count);
+  std::memcpy(b.data, host, count * sizeof(float));
+  return b;
+}
+
+void CpuBackend::to_host(float* dst, const Buffer& src, size_t offset, size_t count) {
+  std::memcpy(dst, f(src) + offset, count * sizeof(float));
+}
+
+void CpuBackend::from_host(Buffer& dst, size_t offset, const float* src, size_t count) {
+  std::memcpy(f(dst) + offset, src, count * sizeof(float));
+}
+
+void CpuBackend::copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset,
+                      size_t count) {
+  std::memmove(f(dst) + dst_offset, f(src) + src_offset, count * sizeof(float));
+}
+
+void CpuBackend::embed(Buffer& out, const Buffer& table, const int32_t* tokens, int rows, int dim) {
+  for (int r = 0; r < rows; ++r)
+    std::memcpy(f(out) + size_t(r) * dim, f(table) + size_t(tokens[r]) * dim, dim * sizeof(float));
+}
+
+void CpuBackend::rmsnorm(Buffer& out, const Buffer& x, const Buffer& weight, int rows, int dim,
+                         float eps) {
+  const float* w = f(weight);
+#pragma omp parallel for schedule(static) num_threads(threads_) if (rows >= 64)
+  for (int r = 0; r < rows; ++r) {
+    const float* xr = f(x) + size_t(r) * dim;
+    float* o = f(out) + size_t(r) * dim;
+    float sum = 0.0f;
+    for (int i = 0; i < dim; ++i) sum += xr[i] * xr[i];
+    // Same order of operations as HF's LlamaRMSNorm: normalise, then scale by the weight.
+    const float inv = 1.0f / std::sqrt(sum / float(dim) + eps);
+    for (int i = 0; i < dim; ++i) o[i] = w[i] * (xr[i] * inv);
+  }
+}
+
+void CpuBackend::matmul(Buffer& out, const Buffer& x, const Buffer& w, int rows, int in,
+                        int out_dim) {
+  if (gemm_ == GemmKind::OpenBLAS)
+    matmul_openblas(f(out), f(x), f(w), rows, in, out_dim, threads_);
+  else
+    matmul_invariant(f(out), f(x), f(w), rows, in, out_dim, threads_);
+}
+
+void CpuBackend::rope(Buffer& x, const int32_t* positions, int rows, int heads, int head_dim,
+                      const Buffer& inv_freq) {
+  const int half = head_dim / 2;
+  const float* freq = f(inv_freq);
+  std::vector<float> cos_t(half), sin_t(half);
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < half; ++i) {
+      // HF forms the angle as an fp32 product, then takes cos/sin.
+      const float angle = float(positions[r]) * freq[i];
+      cos_t[i] = std::cos(angle);
+      sin_t[i] = std::sin(angle);
+    }
+    for (int h = 0; h < heads; ++h) {
+      float* v = f(x) + (size_t(r) * heads + h) * head_dim;
+      for (int i = 0; i < half; ++i) {
+        const float a = v[i], b = v[i + half];
+        v[i] = a * cos_t[i] - b * sin_t[i];
+        v[i + half] = b * cos_t[i] + a * sin_t[i];
+      }
+    }
+  }
+}
+
+void CpuBackend::kv_store(Buffer& k_cache, Buffer& v_cache, const KVLayout& layout, const Buffer& k,
+                          const Buffer& v, const AttentionMask& mask) {
+  const size_t kv_dim = size_t(layout.kv_heads) * layout.head_dim;
+  for (int r = 0; r < mask.rows; ++r) {
+    if (mask.seq[r] < 0 || mask.seq[r] >= layout.sequences || mask.slot[r] < 0 ||
+        mask.slot[r] >= layout.capacity)
+      throw std::out_of_range("kv_store: slot outside the KV cache");
+    const size_t at = (size_t(mask.seq[r]) * layout.capacity + mask.slot[r]) * kv_dim;
+    std::memcpy(f(k_cache) + at, f(k) + r * kv_dim, kv_dim * sizeof(float));
+    std::memcpy(f(v_cache) + at, f(v) + r * kv_dim, kv_dim * sizeof(float));
+  }
+}
+
+void CpuBackend::kv_move(Buffer& k_cache, Buffer& v_cache, const KVLayout& layout, int src_seq,
+                         int src_slot, int dst_seq, int dst_slot, int count) {
+  const size_t kv_dim = size_t(layout.kv_heads) * layout.head_dim;
+  const size_t src = (size_t(src_seq) * layout.capacity + src_slot) * kv_dim;
+  const size_t dst = (size_t(dst_seq) * layout.capacity + dst_slot) * kv_dim;
+  copy(k_cache, dst, k_cache, src, count * kv_dim);
+  copy(v_cache, dst, v_cache, src, count * kv_dim);
+}
+
+void CpuBackend::attention(Buffer& out, const Buffer& q, const Buffer& k_cache,
+                           const Buffer& v_cache, const KVLayout& layout, int heads,
+                           const AttentionMask& mask) {
+  const int hd = layout.head_dim;
+  const int group = heads / layout.kv_heads;
+  const size_t kv_dim = size_t(layout.kv_heads) * hd;
+  const float scale = 1.0f / std::sqrt(float(hd));
+  const int work = mask.rows * heads;
+#pragma omp parallel num_threads(threads_) if (work >= 8 && threads_ > 1)
+  {
+    std::vector<int32_t> visible;
+    std::vector<float> score;
+#pragma omp for schedule(static)
+    for (int item = 0; item < work; ++item) {
+      const int r = item / heads, h = item % heads, kvh = h / group;
+      // The slots this row sees, in a fixed order: prefix first, then the explicit extras.
+      visible.clear();
+      for (int s = 0; s < mask.prefix[r]; ++s) visible.push_back(s);
+      for (int e = mask.extra_begin[r]; e < mask.extra_begin[r + 1]; ++e)
+        visible.push_back(mask.extra_slots[e]);
+      score.resize(visible.size());
+      const size_t seq_base = size_t(mask.seq[r]) * layout.capacity;
+      const float* qh = f(q) + (size_t(r) * heads + h) * hd;
+      float max_score = -INFINITY;
+      for (size_t i = 0; i < visible.size(); ++i) {
+        const float* kr = f(k_cache) + (seq_base + visible[i]) * kv_dim + size_t(kvh) * hd;
+        float dot = 0.0f;
+        for (int d = 0; d < hd; ++d) dot += qh[d] * kr[d];
+        score[i] = dot * scale;
+        max_score = std::max(max_score, score[i]);
+      }
+      float total = 0.0f;
+      for (float& s : score) {
+        s = std::exp(s - max_score);
+        total += s;
+      }
+      float* o = f(out) + (size_t(r) * heads + h) * hd;
+      std::fill(o, o + hd, 0.0f);
+      for (size_t i = 0; i < visible.size(); ++i) {
+        const float p = score[i] / total;
+        const float* vr = f(v_cache) + (seq_base + visible[i]) * kv_dim + size_t(kvh) * hd;
+        for (int d = 0; d < hd; ++d) o[d] += p * vr[d];
+      }
+    }
+  }
+}
+
+void CpuBackend::swiglu(Buffer& out, const Buffer& gate, const Buffer& up, size_t count) {
+  const float* g = f(gate);
+  const float* u = f(up);
+  float* o = f(out);
+  for (size_t i = 0; i < count; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void CpuBackend::add(Buffer& x, const Buffer& y, size_t count) {
+  float* a = f(x);
+  const float* b = f(y);
+  for (size_t i = 0; i < count; ++i) a[i] += b[i];
+}
+
+}  // namespace ssd

@@ -1,0 +1,64 @@
+// The CPU backend: fp32 everywhere, OpenMP threads, a batch-invariant GEMM of our own for the
+// forward pass and OpenBLAS for the throughput-only paths.
+#pragma once
+
+#include <string>
+
+#include "kernels/backend.h"
+
+namespace ssd {
+
+// Which GEMM the forward pass uses. Invariant: our kernel, whose per-element summation order
+// is independent of the number of rows (required for greedy SD == AR bit for bit). OpenBLAS:
+// sgemm, faster for large prefills but its M=1 and M>1 paths round differently.
+enum class GemmKind { Invariant, OpenBLAS };
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads, GemmKind gemm = GemmKind::Invariant);
+
+  std::string name() const override { return "cpu"; }
+  std::string device_name() const override;
+  int threads() const override { return threads_; }
+  GemmKind gemm() const { return gemm_; }
+
+  Buffer alloc(size_t count) override;
+  void release(Buffer& buffer) override;
+  Buffer upload_weight(const float* host, size_t count) override;
+  void to_host(float* dst, const Buffer& src, size_t offset, size_t count) override;
+  void from_host(Buffer& dst, size_t offset, const float* src, size_t count) override;
+  void copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset,
+            size_t count) override;
+  void synchronize() override {}
+
+  void embed(Buffer& out, const Buffer& table, const int32_t* tokens, int rows, int dim) override;
+  void rmsnorm(Buffer& out, const Buffer& x, const Buffer& weight, int rows, int dim,
+               float eps) override;
+  void matmul(Buffer& out, const Buffer& x, const Buffer& w, int rows, int in,
+              int out_dim) override;
+  void rope(Buffer& x, const int32_t* positions, int rows, int heads, int head_dim,
+            const Buffer& inv_freq) override;
+  void kv_store(Buffer& k_cache, Buffer& v_cache, const KVLayout& layout, const Buffer& k,
+                const Buffer& v, const AttentionMask& mask) override;
+  void kv_move(Buffer& k_cache, Buffer& v_cache, const KVLayout& layout, int src_seq, int src_slot,
+               int dst_seq, int dst_slot, int count) override;
+  void attention(Buffer& out, const Buffer& q, const Buffer& k_cache, const Buffer& v_cache,
+                 const KVLayout& layout, int heads, const AttentionMask& mask) override;
+  void swiglu(Buffer& out, const Buffer& gate, const Buffer& up, size_t count) override;
+  void add(Buffer& x, const Buffer& y, size_t count) override;
+
+ private:
+  int threads_;
+  GemmKind gemm_;
+};
+
+// The kernels behind CpuBackend, exposed for tests and benchmarks.
+// out[r][j] = sum_k x[r][k] * w[j][k], each element summed in the same order for any `rows`.
+void matmul_invariant(float* out, const float* x, const float* w, int rows, int in, int out_dim,
+                      int threads);
+void matmul_openblas(float* out, const float* x, const float* w, int rows, int in, int out_dim,
+                     int threads);
+// The CPU's model name from /proc/cpuinfo ("unknown" if not found).
+std::string cpu_model_name();
+
+}  // namespace ssd

@@ -1,0 +1,73 @@
+// Weights: a model's tensors in backend memory, and where they come from (a safetensors
+// checkpoint, or seeded synthetic values at any preset's real shapes).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "model/config.h"
+
+namespace ssd {
+
+// This rank's place in a tensor-parallel group. Megatron-style: q/k/v/gate/up are split by
+// rows of the HF [out, in] weight (heads / intermediate columns), o/down by columns; embedding,
+// norms and LM head are replicated.
+struct Shard {
+  int rank = 0;
+  int size = 1;
+};
+
+// A rectangle of a 2-D tensor [rows, cols] (1-D tensors have cols = their length, rows = 1).
+struct Slice {
+  int64_t row_begin = 0, row_count = 0;
+  int64_t col_begin = 0, col_count = 0;
+};
+
+// Where weight values come from. read() returns the fp32 values of `slice` of the HF tensor
+// `name`, row-major, converting from the stored dtype; only the slice is read or generated.
+class WeightSource {
+ public:
+  virtual ~WeightSource() = default;
+  virtual std::string describe() const = 0;  // "safetensors:DIR", "synthetic:PRESET seed=S"
+  virtual const ModelConfig& config() const = 0;
+  virtual std::vector<float> read(const std::string& name, const Slice& slice) = 0;
+};
+
+// Opens a model spec: a checkpoint directory (config.json + model.safetensors or a sharded
+// index), "synthetic:PRESET" or "synthetic:path/config.json". Checks every tensor against the
+// config (missing, extra, mis-shaped, truncated) and throws InputError naming it.
+std::unique_ptr<WeightSource> open_weight_source(const std::string& spec, uint64_t seed);
+
+// The HF tensor names and shapes a config implies, in checkpoint order.
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+std::vector<TensorSpec> expected_tensors(const ModelConfig& config);
+
+struct LayerWeights {
+  Buffer attn_norm;       // [hidden]
+  Buffer wq, wk, wv;      // [local q_dim | kv_dim, hidden]
+  Buffer q_norm, k_norm;  // [head_dim], Qwen3 only
+  Buffer wo;              // [hidden, local q_dim]
+  Buffer mlp_norm;        // [hidden]
+  Buffer w_gate, w_up;    // [local intermediate, hidden]
+  Buffer w_down;          // [hidden, local intermediate]
+};
+
+struct Weights {
+  Buffer embed;  // [vocab, hidden]
+  std::vector<LayerWeights> layers;
+  Buffer final_norm;  // [hidden]
+  Buffer lm_head;     // [vocab, hidden]; the same memory as embed when tied
+  size_t bytes = 0;   // bytes of weights this rank holds (what one decode step must read)
+};
+
+// Reads this shard's slices of every tensor from `source` into backend memory.
+Weights load_weights(WeightSource& source, Backend& backend, const Shard& shard);
+void release_weights(Weights& weights, Backend& backend);
+
+}  // namespace ssd

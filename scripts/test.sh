@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs dependencies, builds, and runs every test twice: once in a Release build, once
+# under AddressSanitizer + UndefinedBehaviorSanitizer. This is what CI runs (.ci/run).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+bash scripts/install-deps.sh
+jobs="$(nproc 2>/dev/null || echo 2)"
+
+echo "== Release build and tests"
+bash scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release
+ctest --test-dir build/release --output-on-failure -j "$jobs"
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
+bash scripts/build.sh build/sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DSSD_SANITIZE=address,undefined -DSSD_BUILD_BENCH=OFF
+# Open MPI keeps its start-up allocations until exit; those are its leaks, not ours.
+export LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0"
+export ASAN_OPTIONS="detect_odr_violation=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+ctest --test-dir build/sanitize --output-on-failure -j "$jobs"

@@ -1,0 +1,36 @@
+// Autoregressive decoding: the baseline every speculative mode is measured against.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "model/model.h"
+#include "ssd/records.h"
+
+namespace ssd {
+
+struct DecodeSettings {
+  int batch_size = 1;
+  int max_new_tokens = 128;
+  double temperature = 0.0;
+  uint64_t seed = 0;
+  bool ignore_eos = false;
+};
+
+// Monotonic seconds; all records of one run share this clock.
+double now_seconds();
+
+// Generates up to max_new_tokens for every prompt, batch_size prompts at a time: one prefill
+// forward per batch group, then one-token decode steps until every row hit EOS or the limit.
+// Appends the step records to `records` (when rep >= 0) and returns the rep's totals and the
+// tokens generated per prompt. `clock_zero` is the run's time origin.
+RepTotals run_autoregressive(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
+                             const DecodeSettings& settings, int rep, double clock_zero,
+                             std::vector<StepRecord>* steps,
+                             std::vector<std::vector<int32_t>>& generated);
+
+// Draw index for the random stream of sequence `sequence` at generated token `index`.
+uint64_t sampling_stream(int sequence);
+
+}  // namespace ssd

@@ -1,0 +1,25 @@
+// Token sampling: greedy argmax and seeded temperature sampling with a counter-based random
+// stream, so a sequence's draws do not depend on which other sequences share its batch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ssd {
+
+// A uniform double in [0, 1) that is a pure function of (seed, stream, counter).
+double uniform01(uint64_t seed, uint64_t stream, uint64_t counter);
+
+// Index of the largest logit; ties go to the lowest index.
+int32_t argmax(const float* logits, int vocab);
+
+// probs = softmax(logits / temperature), computed in double then stored as float.
+void softmax(const float* logits, int vocab, double temperature, std::vector<float>& probs);
+
+// Inverse-CDF draw from a probability vector given u in [0, 1).
+int32_t sample_from(const std::vector<float>& probs, double u);
+
+// Greedy when temperature == 0, else a draw from softmax(logits / temperature).
+int32_t sample_token(const float* logits, int vocab, double temperature, double u);
+
+}  // namespace ssd

@@ -1,0 +1,110 @@
+#!/usr/bin/python3
+"""Bad input gets one line on stderr naming the flag or file, exit status 2, and no crash;
+--help and --config work."""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+ARGS = None
+TINY = ["--target", "synthetic:tiny-llama", "--max-new-tokens", "2", "--reps", "1",
+        "--warmup", "0", "--threads", "1"]
+
+
+def run(*flags):
+    return subprocess.run([ARGS.ssd_bench, *flags], capture_output=True, text=True, timeout=120)
+
+
+class Errors(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        shutil.rmtree(ARGS.work, ignore_errors=True)
+        os.makedirs(ARGS.work)
+
+    def expect_error(self, flags, *needles):
+        proc = run(*flags)
+        self.assertEqual(proc.returncode, 2, f"{flags}: {proc.stdout}{proc.stderr}")
+        lines = proc.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, f"{flags}: expected one line, got {proc.stderr!r}")
+        for needle in needles:
+            self.assertIn(needle, lines[0], f"{flags}: {lines[0]}")
+        return lines[0]
+
+    def write(self, name, text):
+        path = os.path.join(ARGS.work, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def test_numeric_flags(self):
+        self.expect_error(TINY + ["--batch-size", "0"], "--batch-size")
+        self.expect_error(TINY + ["--max-new-tokens", "-1"], "--max-new-tokens")
+        self.expect_error(TINY + ["--temperature", "-0.5"], "--temperature")
+        self.expect_error(TINY + ["--threads", "0"], "--threads")
+        self.expect_error(TINY + ["--reps", "0"], "--reps")
+        self.expect_error(TINY + ["--prompt-len", "0"], "--prompt-len")
+        self.expect_error(TINY + ["--batch-size", "many"], "--batch-size")
+
+    def test_choices_and_unknown_flags(self):
+        self.expect_error(TINY + ["--mode", "fast"], "--mode")
+        self.expect_error(TINY + ["--gemm", "magic"], "--gemm")
+        self.expect_error(TINY + ["--no-such-flag"], "--no-such-flag")
+
+    def test_models(self):
+        self.expect_error(["--target", "synthetic:llama-9000"], "--target", "llama-9000")
+        self.expect_error(["--target", "/no/such/checkpoint"], "--target", "/no/such/checkpoint")
+        bad = os.path.join(ARGS.work, "bad-checkpoint")
+        os.makedirs(bad, exist_ok=True)
+        with open(os.path.join(bad, "config.json"), "w") as f:
+            json.dump({"model_type": "llama", "hidden_size": 64}, f)
+        self.expect_error(["--target", bad], "--target", "config.json")
+
+    def test_prompts(self):
+        self.expect_error(TINY + ["--prompts", "/no/such.jsonl"], "--prompts")
+        path = self.write("bad.jsonl", '{"ids": [1, 2, 3]}\n{"ids": [1, 2,\n')
+        self.expect_error(TINY + ["--prompts", path], "--prompts", "line 2")
+        path = self.write("oov.jsonl", '{"ids": [1, 999999]}\n')
+        self.expect_error(TINY + ["--prompts", path], "--prompts", "line 1")
+        path = self.write("noids.jsonl", '{"tokens": [1]}\n')
+        self.expect_error(TINY + ["--prompts", path], "--prompts", "ids")
+
+    def test_context_limit(self):
+        self.expect_error(["--target", "synthetic:tiny-llama", "--max-new-tokens", "100000"],
+                          "--max-new-tokens")
+
+    def test_output_directory(self):
+        self.expect_error(TINY + ["--out", "/no/such/dir/x.h5"], "--out")
+
+    def test_make_checkpoint(self):
+        self.expect_error(["make-checkpoint", "--preset", "nope", "--out",
+                           os.path.join(ARGS.work, "ck")], "nope")
+        self.expect_error(["make-checkpoint", "--preset", "tiny-llama", "--out",
+                           os.path.join(ARGS.work, "ck"), "--dtype", "f8"], "--dtype")
+
+    def test_help_is_grouped(self):
+        proc = run("--help")
+        self.assertEqual(proc.returncode, 0)
+        for group in ["Models", "Decoding", "Prompts", "Repetitions", "Hardware", "Output"]:
+            self.assertIn(group, proc.stdout)
+
+    def test_config_file_and_prompt_file(self):
+        prompts = self.write("ok.jsonl", '{"ids": [1, 5, 9]}\n\n{"ids": [1, 7]}\n')
+        config = self.write("run.toml", f'batch-size = 2\nprompts = "{prompts}"\n'
+                            'max-new-tokens = 3\ntarget = "synthetic:tiny-qwen3"\n')
+        proc = run("--config", config, "--reps", "1", "--warmup", "0", "--threads", "1")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("batch_size=2", proc.stdout)
+        self.assertIn("target=synthetic:tiny-qwen3", proc.stdout)
+        self.assertIn("num_prompts=2", proc.stdout)
+        self.assertIn("Check: generated tokens identical", proc.stdout)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ssd-bench", required=True)
+    parser.add_argument("--work", required=True)
+    ARGS, rest = parser.parse_known_args()
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)

@@ -50,6 +50,15 @@ void check_batch(const Model& m, const KVCache& cache, const ForwardBatch& b) {
         b.prefix[r] > cache.layout.capacity)
       throw std::out_of_range("forward: row " + std::to_string(r) + " outside the KV cache");
   }
+  if (b.extra_begin[0] != 0 || size_t(b.extra_begin[n]) != b.extra_slots.size())
+    throw std::invalid_argument("forward: extra_begin does not span extra_slots");
+  for (size_t r = 0; r < n; ++r)
+    if (b.extra_begin[r + 1] < b.extra_begin[r])
+      throw std::invalid_argument("forward: extra_begin must not decrease");
+  for (int32_t s : b.extra_slots)
+    if (s < 0 || s >= cache.layout.capacity)
+      throw std::out_of_range("forward: extra slot " + std::to_string(s) +
+                              " outside the KV cache");
   for (int32_t r : b.logit_rows)
     if (r < 0 || size_t(r) >= n) throw std::out_of_range("forward: bad logit row");
 }

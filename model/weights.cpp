@@ -1,0 +1,122 @@
+#include "model/weights.h"
+
+#include "model/errors.h"
+
+namespace ssd {
+
+namespace {
+
+void check_shard(const ModelConfig& c, const Shard& shard) {
+  if (shard.size < 1) {
+    throw InputError("--target-tp " + std::to_string(shard.size) + " must be at least 1");
+  }
+  if (shard.rank < 0 || shard.rank >= shard.size) {
+    throw std::logic_error("load_weights: rank " + std::to_string(shard.rank) +
+                           " outside a TP group of " + std::to_string(shard.size));
+  }
+  const auto require = [&](int count, const char* what) {
+    if (count % shard.size != 0) {
+      throw InputError("--target-tp " + std::to_string(shard.size) + " does not divide " + what +
+                       " (" + std::to_string(count) + ")");
+    }
+  };
+  require(c.num_attention_heads, "num_attention_heads");
+  require(c.num_key_value_heads, "num_key_value_heads");
+  require(c.intermediate_size, "intermediate_size");
+}
+
+// Reads one tensor slice and uploads it, one tensor at a time so host memory peaks at the
+// largest single slice, never the whole model.
+class Loader {
+ public:
+  Loader(WeightSource& source, Backend& backend, const Shard& shard, Weights& weights)
+      : source_(source), backend_(backend), shard_(shard), weights_(weights) {}
+
+  Buffer whole(const std::string& name, int64_t rows, int64_t cols) {
+    return upload(name, {0, rows, 0, cols});
+  }
+  // This rank's block of rows (heads or intermediate channels of an [out, in] weight).
+  Buffer rows(const std::string& name, int64_t rows, int64_t cols) {
+    const int64_t local = rows / shard_.size;
+    return upload(name, {shard_.rank * local, local, 0, cols});
+  }
+  // This rank's block of columns (the input side of o_proj and down_proj).
+  Buffer cols(const std::string& name, int64_t rows, int64_t cols) {
+    const int64_t local = cols / shard_.size;
+    return upload(name, {0, rows, shard_.rank * local, local});
+  }
+
+ private:
+  Buffer upload(const std::string& name, const Slice& slice) {
+    const std::vector<float> values = source_.read(name, slice);
+    Buffer buffer = backend_.upload_weight(values.data(), values.size());
+    weights_.bytes += values.size() * sizeof(float);
+    return buffer;
+  }
+
+  WeightSource& source_;
+  Backend& backend_;
+  Shard shard_;
+  Weights& weights_;
+};
+
+void release_buffer(Backend& backend, Buffer& buffer) {
+  if (buffer.data) backend.release(buffer);
+  buffer = {};
+}
+
+}  // namespace
+
+Weights load_weights(WeightSource& source, Backend& backend, const Shard& shard) {
+  const ModelConfig& c = source.config();
+  check_shard(c, shard);
+  Weights w;
+  try {
+    Loader load(source, backend, shard, w);
+    const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
+    w.embed = load.whole("model.embed_tokens.weight", c.vocab_size, hidden);
+    for (int i = 0; i < c.num_hidden_layers; ++i) {
+      const std::string p = "model.layers." + std::to_string(i) + ".";
+      LayerWeights& layer = w.layers.emplace_back();
+      layer.attn_norm = load.whole(p + "input_layernorm.weight", 1, hidden);
+      layer.wq = load.rows(p + "self_attn.q_proj.weight", c.q_dim(), hidden);
+      layer.wk = load.rows(p + "self_attn.k_proj.weight", c.kv_dim(), hidden);
+      layer.wv = load.rows(p + "self_attn.v_proj.weight", c.kv_dim(), hidden);
+      layer.wo = load.cols(p + "self_attn.o_proj.weight", hidden, c.q_dim());
+      if (c.has_qk_norm()) {
+        layer.q_norm = load.whole(p + "self_attn.q_norm.weight", 1, c.head_dim);
+        layer.k_norm = load.whole(p + "self_attn.k_norm.weight", 1, c.head_dim);
+      }
+      layer.mlp_norm = load.whole(p + "post_attention_layernorm.weight", 1, hidden);
+      layer.w_gate = load.rows(p + "mlp.gate_proj.weight", inter, hidden);
+      layer.w_up = load.rows(p + "mlp.up_proj.weight", inter, hidden);
+      layer.w_down = load.cols(p + "mlp.down_proj.weight", hidden, inter);
+    }
+    w.final_norm = load.whole("model.norm.weight", 1, hidden);
+    w.lm_head =
+        c.tie_word_embeddings ? w.embed : load.whole("lm_head.weight", c.vocab_size, hidden);
+  } catch (...) {
+    release_weights(w, backend);  // a failed read must not leak what was already uploaded
+    throw;
+  }
+  return w;
+}
+
+void release_weights(Weights& w, Backend& backend) {
+  // A tied head shares the embedding's memory: forget it rather than free it twice.
+  if (w.lm_head.data == w.embed.data) w.lm_head = {};
+  release_buffer(backend, w.lm_head);
+  release_buffer(backend, w.embed);
+  release_buffer(backend, w.final_norm);
+  for (LayerWeights& layer : w.layers) {
+    for (Buffer* b :
+         {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.q_norm, &layer.k_norm,
+          &layer.wo, &layer.mlp_norm, &layer.w_gate, &layer.w_up, &layer.w_down}) {
+      release_buffer(backend, *b);
+    }
+  }
+  w.layers.clear();
+  w.bytes = 0;
+}
+
+}  // namespace ssd

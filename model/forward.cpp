@@ -52,13 +52,15 @@ void check_batch(const Model& m, const KVCache& cache, const ForwardBatch& b) {
   }
   if (b.extra_begin[0] != 0 || size_t(b.extra_begin[n]) != b.extra_slots.size())
     throw std::invalid_argument("forward: extra_begin does not span extra_slots");
-  for (size_t r = 0; r < n; ++r)
+  for (size_t r = 0; r < n; ++r) {
     if (b.extra_begin[r + 1] < b.extra_begin[r])
       throw std::invalid_argument("forward: extra_begin must not decrease");
+    if (b.prefix[r] == 0 && b.extra_begin[r + 1] == b.extra_begin[r])
+      throw std::invalid_argument("forward: row " + std::to_string(r) + " sees no slot");
+  }
   for (int32_t s : b.extra_slots)
     if (s < 0 || s >= cache.layout.capacity)
-      throw std::out_of_range("forward: extra slot " + std::to_string(s) +
-                              " outside the KV cache");
+      throw std::out_of_range("forward: extra slot " + std::to_string(s) + " outside the KV cache");
   for (int32_t r : b.logit_rows)
     if (r < 0 || size_t(r) >= n) throw std::out_of_range("forward: bad logit row");
 }

@@ -1,0 +1,234 @@
+// The C++ forward pass against tests/reference/reference.py, an independent numpy implementation
+// that reads the same checkpoint files itself: prefill of an 11-token prompt, then 16 one-token
+// decode steps, for every tiny preset (GQA, llama3 RoPE scaling, Qwen3 q/k norm, tied and
+// untied heads), bf16 and sharded checkpoints, and checkpoints with non-trivial norm weights.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "model/checkpoint.h"
+#include "model/model.h"
+#include "model/weights.h"
+#include "tests/test_support.h"
+
+namespace ssd {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* const kPython = "/usr/bin/python3";
+const std::vector<int32_t> kPrompt = {1, 5, 7, 42, 199, 3, 88, 250, 17, 64, 128};
+const std::vector<int32_t> kDecode = {9,  4,   211, 33, 0,   255, 76, 76,
+                                      12, 140, 2,   97, 180, 61,  8,  230};
+
+std::string join(const std::vector<int32_t>& tokens) {
+  std::string out;
+  for (int32_t t : tokens) out += (out.empty() ? "" : ",") + std::to_string(t);
+  return out;
+}
+
+// Prefill + one-token decodes through the C++ forward pass: [1 + decode, vocab] logits.
+std::vector<float> run_cpp(const std::string& checkpoint, int& vocab) {
+  std::unique_ptr<WeightSource> source = open_weight_source(checkpoint, 0);
+  CpuBackend backend(1);
+  Model model = load_model(*source, backend);
+  vocab = model.config.vocab_size;
+  KVCache cache = create_kv_cache(model, 1, int(kPrompt.size() + kDecode.size()));
+  Activations acts;
+  std::vector<float> all, logits;
+  ForwardBatch prefill;
+  prefill.add_causal(0, 0, kPrompt, ForwardBatch::Logits::Last);
+  forward(model, cache, prefill, acts, logits);
+  cache.length[0] = int(kPrompt.size());
+  all.insert(all.end(), logits.begin(), logits.end());
+  for (int32_t token : kDecode) {
+    ForwardBatch step;
+    step.add_causal(0, cache.length[0], {token}, ForwardBatch::Logits::Last);
+    forward(model, cache, step, acts, logits);
+    cache.length[0] += 1;
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  release_activations(acts, backend);
+  release_kv_cache(cache, backend);
+  release_model(model);
+  return all;
+}
+
+// A little-endian float32 2-D .npy as written by numpy.save (format version 1 or 2).
+std::vector<float> load_npy(const fs::path& path, int64_t& rows, int64_t& cols) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
+    throw std::runtime_error(path.string() + ": not a .npy file");
+  const int major = static_cast<unsigned char>(bytes[6]);
+  size_t header_len = 0, header_at = 0;
+  if (major == 1) {
+    header_len = static_cast<unsigned char>(bytes[8]) | static_cast<unsigned char>(bytes[9]) << 8;
+    header_at = 10;
+  } else {
+    for (int i = 3; i >= 0; --i)
+      header_len = header_len << 8 | static_cast<unsigned char>(bytes[8 + i]);
+    header_at = 12;
+  }
+  const std::string header = bytes.substr(header_at, header_len);
+  std::smatch m;
+  if (header.find("'descr': '<f4'") == std::string::npos ||
+      header.find("'fortran_order': False") == std::string::npos ||
+      !std::regex_search(header, m, std::regex(R"('shape': \((\d+), (\d+)\))")))
+    throw std::runtime_error(path.string() + ": unexpected header " + header);
+  rows = std::stoll(m[1]);
+  cols = std::stoll(m[2]);
+  const size_t data_at = header_at + header_len;
+  if (bytes.size() - data_at != size_t(rows * cols) * sizeof(float))
+    throw std::runtime_error(path.string() + ": data size does not match the shape");
+  std::vector<float> out(size_t(rows * cols));
+  std::memcpy(out.data(), bytes.data() + data_at, out.size() * sizeof(float));
+  return out;
+}
+
+std::vector<float> run_reference(const fs::path& checkpoint, const fs::path& work, int64_t& rows,
+                                 int64_t& cols) {
+  const fs::path out = work / "reference_logits.npy";
+  const std::string command = std::string(kPython) +
+                              " " SSD_SOURCE_DIR "/tests/reference/reference.py --checkpoint '" +
+                              checkpoint.string() + "' --prompt " + join(kPrompt) + " --decode " +
+                              join(kDecode) + " --out '" + out.string() + "'";
+  const int rc = std::system(command.c_str());
+  if (rc != 0)
+    throw std::runtime_error("reference.py failed (" + std::to_string(rc) + "): " + command);
+  return load_npy(out, rows, cols);
+}
+
+// Gives every norm weight (input/post-attention/final norms, Qwen3 q/k norms) of an f32
+// checkpoint distinct values around 1, so that the comparison also covers how the norm weights
+// are applied (synthetic checkpoints store exactly 1).
+void perturb_norm_weights(const fs::path& file) {
+  std::fstream io(file, std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t header_len = 0;
+  io.read(reinterpret_cast<char*>(&header_len), 8);
+  std::string header(header_len, '\0');
+  io.read(header.data(), std::streamsize(header_len));
+  const nlohmann::json doc = nlohmann::json::parse(header);
+  int tensor = 0;
+  for (const auto& [name, info] : doc.items()) {
+    if (name == "__metadata__" || name.find("norm.weight") == std::string::npos) continue;
+    ASSERT_EQ(info.at("dtype"), "F32") << name;
+    const uint64_t begin = info.at("data_offsets")[0], end = info.at("data_offsets")[1];
+    std::vector<float> values((end - begin) / sizeof(float));
+    ++tensor;
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = 1.0f + 0.5f * std::sin(0.37f * float(i) + 1.3f * float(tensor));
+    io.seekp(std::streamoff(8 + header_len + begin));
+    io.write(reinterpret_cast<const char*>(values.data()), std::streamsize(end - begin));
+  }
+  ASSERT_GT(tensor, 0);
+  ASSERT_TRUE(io.good());
+}
+
+struct Case {
+  std::string name;
+  std::string preset;
+  std::string dtype = "f32";
+  int shards = 0;  // 0: a single model.safetensors
+  bool perturb_norms = false;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class ReferenceTest : public ::testing::TestWithParam<Case> {};
+
+TEST(ReferenceEnvironment, PythonHasNumpy) {
+  // Not a skip: scripts/install-deps.sh installs numpy for Debian's python3.
+  const std::string command = std::string(kPython) + " -c 'import numpy' > /dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0)
+      << kPython << " cannot import numpy; run scripts/install-deps.sh";
+}
+
+TEST_P(ReferenceTest, LogitsMatchNumpyReference) {
+  const Case& c = GetParam();
+  const fs::path dir = test::fresh_dir("reference_" + c.name);
+  const fs::path checkpoint = dir / "checkpoint";
+  const uint64_t seed = 11;
+  if (c.shards > 0)
+    make_sharded_checkpoint(c.preset, checkpoint.string(), seed, c.dtype, c.shards);
+  else
+    make_checkpoint(c.preset, checkpoint.string(), seed, c.dtype);
+  if (c.shards > 0) {
+    ASSERT_TRUE(fs::exists(checkpoint / "model.safetensors.index.json"));
+  }
+  if (c.perturb_norms) {
+    ASSERT_EQ(c.shards, 0);
+    ASSERT_NO_FATAL_FAILURE(perturb_norm_weights(checkpoint / "model.safetensors"));
+  }
+
+  int vocab = 0;
+  const std::vector<float> ours = run_cpp(checkpoint.string(), vocab);
+  {
+    std::ofstream raw(dir / "cpp_logits.f32", std::ios::binary);
+    raw.write(reinterpret_cast<const char*>(ours.data()), std::streamsize(ours.size() * 4));
+  }
+  int64_t rows = 0, cols = 0;
+  const std::vector<float> ref = run_reference(checkpoint, dir, rows, cols);
+  const int64_t expected_rows = int64_t(1 + kDecode.size());
+  ASSERT_EQ(rows, expected_rows);
+  ASSERT_EQ(cols, vocab);
+  ASSERT_EQ(ours.size(), ref.size());
+
+  double max_diff = 0, max_abs = 0;
+  int64_t worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(ours[i])) << "logit " << i;
+    const double d = std::fabs(double(ours[i]) - double(ref[i]));
+    if (d > max_diff) {
+      max_diff = d;
+      worst = int64_t(i);
+    }
+    max_abs = std::max(max_abs, std::fabs(double(ref[i])));
+  }
+  std::printf("[ reference ] %-22s max |logit diff| = %.3g (max |logit| %.2f)\n", c.name.c_str(),
+              max_diff, max_abs);
+  EXPECT_LT(max_diff, 1e-3) << "worst at step " << worst / vocab << " token " << worst % vocab;
+  // The logits must not be degenerate, or the comparison would prove little.
+  EXPECT_GT(max_abs, 1.0);
+  // Each step's argmax agrees (where the top two are not within the tolerance).
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = ours.data() + r * vocab;
+    const float* b = ref.data() + r * vocab;
+    const int64_t am = std::max_element(a, a + vocab) - a, bm = std::max_element(b, b + vocab) - b;
+    if (am != bm) {
+      EXPECT_LT(std::fabs(b[am] - b[bm]), 1e-3) << "step " << r;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Presets, ReferenceTest,
+    ::testing::Values(Case{"tiny_llama", "tiny-llama"}, Case{"tiny_llama_tied", "tiny-llama-tied"},
+                      Case{"tiny_qwen3", "tiny-qwen3"},
+                      Case{"tiny_qwen3_untied", "tiny-qwen3-untied"},
+                      Case{"tiny_llama_other", "tiny-llama-other"},
+                      Case{"tiny_llama_bf16", "tiny-llama", "bf16"},
+                      Case{"tiny_qwen3_bf16", "tiny-qwen3", "bf16"},
+                      Case{"tiny_qwen3_sharded", "tiny-qwen3-untied", "f32", 3},
+                      Case{"tiny_llama_sharded_bf16", "tiny-llama", "bf16", 4},
+                      Case{"tiny_llama_norms", "tiny-llama", "f32", 0, true},
+                      Case{"tiny_qwen3_norms", "tiny-qwen3", "f32", 0, true}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace ssd

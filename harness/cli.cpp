@@ -19,13 +19,17 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
                  "synthetic:path/config.json")
       ->group(models)
       ->capture_default_str();
+  app.add_option("--draft", c.draft,
+                 "Draft model (SD, SSD): a model spec as for --target, or perturb:SIGMA = the "
+                 "target with seeded relative noise of scale SIGMA (a calibration draft)")
+      ->group(models);
   app.add_option("--weight-seed", c.weight_seed, "Seed of synthetic weights")
       ->group(models)
       ->capture_default_str();
 
   app.add_option("--mode", c.mode, "Decoding algorithm")
       ->group(decoding)
-      ->check(CLI::IsMember({"ar"}))
+      ->check(CLI::IsMember({"ar", "sd"}))
       ->capture_default_str();
   app.add_option("-b,--batch-size", c.batch_size, "Sequences decoded together")
       ->group(decoding)
@@ -39,6 +43,14 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
       ->group(decoding)
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_option("-k,--lookahead", c.lookahead, "Draft tokens per speculation round (K)")
+      ->group(decoding)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--draft-temperature", c.draft_temperature,
+                 "Draft sampling temperature (default: --temperature)")
+      ->group(decoding)
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--seed", c.seed, "Seed of sampling and random prompts")
       ->group(decoding)
       ->capture_default_str();
@@ -65,11 +77,27 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
 
+  const std::string ranks = "Ranks";
+  app.add_option("--target-tp", c.target_tp, "Target tensor-parallel ranks (T)")
+      ->group(ranks)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--draft-ranks", c.draft_ranks,
+                 "Draft ranks (D, 0 or 1; default: launched ranks - T); mpirun -np must be T + D")
+      ->group(ranks)
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--draft-placement", c.draft_placement,
+                 "separate: the draft on its own rank (hardware); collocated: on target rank 0 "
+                 "(ordinary SD); auto: separate when there is a draft rank")
+      ->group(ranks)
+      ->check(CLI::IsMember({"auto", "separate", "collocated"}))
+      ->capture_default_str();
   app.add_option("--backend", c.backend, "Compute backend")
       ->group(hardware)
       ->check(CLI::IsMember({"cpu"}))
       ->capture_default_str();
-  app.add_option("-t,--threads", c.threads, "CPU threads per rank (default: all cores)")
+  app.add_option("-t,--threads", c.threads,
+                 "CPU threads per rank (default: the node's cores / its ranks)")
       ->group(hardware)
       ->check(CLI::PositiveNumber);
   app.add_option("--gemm", c.gemm,
@@ -159,7 +187,6 @@ Cli parse_cli(int argc, const char* const* argv) {
     if (ch.threads == 0) ch.threads = default_threads();
   } else {
     cli.command = Command::Run;
-    if (cli.run.threads == 0) cli.run.threads = default_threads();
     if (cli.run.num_prompts == 0 && cli.run.prompts_file.empty())
       cli.run.num_prompts = cli.run.batch_size;
     if (cli.run.num_prompts != 0 && !cli.run.prompts_file.empty())
@@ -177,7 +204,13 @@ std::vector<std::pair<std::string, std::string>> describe(const RunConfig& c) {
   return {
       {"mode", c.mode},
       {"target", c.target},
+      {"draft", c.draft.empty() ? "none" : c.draft},
       {"weight_seed", str(c.weight_seed)},
+      {"target_tp", str(c.target_tp)},
+      {"draft_ranks", str(c.draft_ranks)},
+      {"draft_placement", c.draft_placement},
+      {"lookahead", str(c.lookahead)},
+      {"draft_temperature", str(c.draft_temperature)},
       {"batch_size", str(c.batch_size)},
       {"max_new_tokens", str(c.max_new_tokens)},
       {"temperature", str(c.temperature)},

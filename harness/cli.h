@@ -11,12 +11,19 @@ namespace ssd {
 struct RunConfig {
   // Models
   std::string target = "synthetic:llama-124m";
+  std::string draft;  // a model spec or perturb:SIGMA; SD and SSD only
   uint64_t weight_seed = 0;
+  // Ranks
+  int target_tp = 1;
+  int draft_ranks = -1;                  // -1: world size - target_tp
+  std::string draft_placement = "auto";  // separate | collocated | auto (separate if a draft rank)
   // Decoding
   std::string mode = "ar";
   int batch_size = 1;
   int max_new_tokens = 128;
   double temperature = 0.0;
+  double draft_temperature = -1.0;  // < 0: same as temperature
+  int lookahead = 4;                // K
   uint64_t seed = 0;
   bool ignore_eos = false;
   // Prompts

@@ -5,6 +5,7 @@
 #include <exception>
 #include <iostream>
 
+#include "comm/collective.h"
 #include "comm/launch.h"
 #include "harness/characterize.h"
 #include "harness/cli.h"
@@ -15,11 +16,9 @@
 namespace {
 
 int dispatch(const ssd::Cli& cli, int world_size) {
-  if (world_size != 1)
-    throw ssd::InputError("mpirun -np " + std::to_string(world_size) +
-                          ": this version runs on exactly one rank");
   switch (cli.command) {
     case ssd::Command::MakeCheckpoint: {
+      if (world_size != 1) throw ssd::InputError("make-checkpoint runs on one rank");
       const ssd::CheckpointConfig& c = cli.checkpoint;
       if (c.shards > 1)
         ssd::make_sharded_checkpoint(c.preset, c.out, c.seed, c.dtype, c.shards, c.overwrite);
@@ -29,6 +28,7 @@ int dispatch(const ssd::Cli& cli, int world_size) {
       return 0;
     }
     case ssd::Command::Characterize:
+      if (world_size != 1) throw ssd::InputError("characterize runs on one rank");
       return ssd::run_characterize(cli.characterize);
     case ssd::Command::Run:
       return ssd::run_benchmark(cli);
@@ -45,6 +45,9 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
 
+  // Errors every rank meets together (the command line, set-up checks run collectively) let
+  // every rank exit cleanly with rank 0 speaking; an error on some ranks only, or in the
+  // middle of a run, takes the whole job down with MPI_Abort so no rank is left waiting.
   int code = 0;
   try {
     ssd::check_launch(world_size);
@@ -53,10 +56,17 @@ int main(int argc, char** argv) {
   } catch (const ssd::CliExit& e) {
     if (rank == 0)
       (e.code == 0 ? std::cout : std::cerr)
-          << (e.code == 0 ? "" : "ssd-bench: error: ") << e.text << "\n";
+          << (e.code ? "ssd-bench: error: " : "") << e.text << "\n";
     code = e.code;
-  } catch (const ssd::InputError& e) {
+  } catch (const ssd::AgreedError& e) {
     if (rank == 0) std::cerr << "ssd-bench: error: " << e.what() << "\n";
+    code = e.exit_code;
+  } catch (const ssd::InputError& e) {
+    std::cerr << "ssd-bench: error: " << e.what() << "\n";
+    if (world_size > 1) {
+      std::fflush(nullptr);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
     code = 2;
   } catch (const std::exception& e) {
     std::cerr << "ssd-bench: rank " << rank << ": fatal: " << e.what() << "\n";

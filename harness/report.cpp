@@ -36,7 +36,18 @@ std::string human_bytes(double bytes) {
   return fmt("%.1f kB", bytes / 1e3);
 }
 
-void Report::header(const RunInfo& info, const RunConfig& config, const ModelSummary& target) {
+static void describe_model(std::ostream& out, const char* role, const ModelSummary& m) {
+  const ModelConfig& c = m.config;
+  out << "# " << role << ": " << m.description << ": " << c.model_type() << ", "
+      << human_count(double(c.parameter_count())) << " parameters, " << c.num_hidden_layers
+      << " layers, hidden " << c.hidden_size << ", heads " << c.num_attention_heads << "/"
+      << c.num_key_value_heads << ", vocab " << c.vocab_size << "; "
+      << human_bytes(4.0 * double(c.parameter_count())) << " in fp32"
+      << (m.load_s > 0 ? fmt(", loaded in %.2f s", m.load_s) : "") << "\n";
+}
+
+void Report::header(const RunInfo& info, const RunConfig& config, const ModelSummary& target,
+                    const std::optional<ModelSummary>& draft) {
   out_ << "# ssd-bench " << info.version << " (commit " << info.git_commit << ", "
        << info.build_type << ")\n";
   out_ << "# started " << info.start_time << " on " << info.host << ", CPU " << info.cpu_model
@@ -49,13 +60,10 @@ void Report::header(const RunInfo& info, const RunConfig& config, const ModelSum
     if (column++ % 6 == 0) out_ << "\n#  ";
     out_ << " " << name << "=" << value;
   }
-  const ModelConfig& c = target.config;
-  out_ << "\n# target: " << target.description << ": " << c.model_type() << ", "
-       << human_count(double(c.parameter_count())) << " parameters, " << c.num_hidden_layers
-       << " layers, hidden " << c.hidden_size << ", heads " << c.num_attention_heads << "/"
-       << c.num_key_value_heads << ", vocab " << c.vocab_size << "; "
-       << human_bytes(double(target.weight_bytes)) << " fp32 on this rank, loaded in "
-       << fmt("%.2f s", target.load_s) << "\n#\n";
+  out_ << "\n";
+  describe_model(out_, "target", target);
+  if (draft) describe_model(out_, "draft", *draft);
+  out_ << "#\n";
   out_ << "# rank layout:\n";
   out_ << "#  " << std::setw(5) << "rank"
        << "  " << std::left << std::setw(16) << "role" << std::setw(20) << "host" << std::right
@@ -69,47 +77,58 @@ void Report::header(const RunInfo& info, const RunConfig& config, const ModelSum
          << "\n";
   out_ << "#\n";
   if (format_ == "text") {
-    out_ << "# " << std::left << std::setw(5) << "mode" << std::setw(16) << "model" << std::right
-         << std::setw(6) << "batch" << std::setw(8) << "prompts" << std::setw(8) << "new"
-         << std::setw(22) << "decode tok/s" << std::setw(20) << "ms/token" << std::setw(16)
-         << "prefill tok/s"
+    out_ << "# " << std::left << std::setw(5) << "mode" << std::setw(14) << "target"
+         << std::setw(14) << "draft" << std::right << std::setw(3) << "K" << std::setw(6) << "batch"
+         << std::setw(8) << "prompts" << std::setw(6) << "new" << std::setw(20) << "decode tok/s"
+         << std::setw(18) << "ms/token" << std::setw(14) << "prefill tok/s" << std::setw(9)
+         << "acc.len" << std::setw(9) << "acc.rate" << std::setw(8) << "T_SD"
          << "\n";
   } else if (format_ == "csv") {
-    out_ << "mode,model,batch,prompts,new_tokens,temperature,threads,decode_tok_s_mean,"
-            "decode_tok_s_std,ms_per_token_mean,ms_per_token_std,prefill_tok_s_mean,"
-            "prefill_tok_s_std,reps\n";
+    out_ << "mode,model,draft,lookahead,batch,prompts,new_tokens,temperature,threads,"
+            "decode_tok_s_mean,decode_tok_s_std,ms_per_token_mean,ms_per_token_std,"
+            "prefill_tok_s_mean,prefill_tok_s_std,reps,mean_acceptance_length,"
+            "acceptance_rate,t_sd\n";
   }
   out_.flush();
 }
 
 void Report::result_row(const RunConfig& config, const ModelSummary& target, const RunSummary& s) {
   const std::string model = model_name(target.spec);
+  const std::string draft = config.draft.empty() ? "-" : model_name(config.draft);
+  const SpeculationSummary& sp = s.speculation;
+  const std::string K = sp.present ? std::to_string(config.lookahead) : "-";
   if (format_ == "text") {
-    out_ << "  " << std::left << std::setw(5) << config.mode << std::setw(16) << model << std::right
-         << std::setw(6) << config.batch_size << std::setw(8) << config.num_prompts << std::setw(8)
-         << config.max_new_tokens << std::setw(22)
+    out_ << "  " << std::left << std::setw(5) << config.mode << std::setw(14) << model
+         << std::setw(14) << draft << std::right << std::setw(3) << K << std::setw(6)
+         << config.batch_size << std::setw(8) << config.num_prompts << std::setw(6)
+         << config.max_new_tokens << std::setw(20)
          << fmt("%.2f +- %.2f", s.decode_tokens_per_s.mean, s.decode_tokens_per_s.stddev)
-         << std::setw(20) << fmt("%.3f +- %.3f", s.ms_per_token.mean, s.ms_per_token.stddev)
-         << std::setw(16) << fmt("%.1f", s.prefill_tokens_per_s.mean) << "\n";
+         << std::setw(18) << fmt("%.3f +- %.3f", s.ms_per_token.mean, s.ms_per_token.stddev)
+         << std::setw(14) << fmt("%.1f", s.prefill_tokens_per_s.mean) << std::setw(9)
+         << (sp.present ? fmt("%.3f", sp.mean_acceptance_length) : "-") << std::setw(9)
+         << (sp.present ? fmt("%.3f", sp.acceptance_rate) : "-") << std::setw(8)
+         << (sp.present ? fmt("%.3f", sp.t_sd) : "-") << "\n";
   } else if (format_ == "csv") {
-    out_ << config.mode << "," << model << "," << config.batch_size << "," << config.num_prompts
-         << "," << config.max_new_tokens << "," << config.temperature << "," << config.threads
-         << "," << s.decode_tokens_per_s.mean << "," << s.decode_tokens_per_s.stddev << ","
-         << s.ms_per_token.mean << "," << s.ms_per_token.stddev << ","
-         << s.prefill_tokens_per_s.mean << "," << s.prefill_tokens_per_s.stddev << "," << s.reps
-         << "\n";
+    out_ << config.mode << "," << model << "," << draft << "," << K << "," << config.batch_size
+         << "," << config.num_prompts << "," << config.max_new_tokens << "," << config.temperature
+         << "," << config.threads << "," << s.decode_tokens_per_s.mean << ","
+         << s.decode_tokens_per_s.stddev << "," << s.ms_per_token.mean << ","
+         << s.ms_per_token.stddev << "," << s.prefill_tokens_per_s.mean << ","
+         << s.prefill_tokens_per_s.stddev << "," << s.reps << "," << sp.mean_acceptance_length
+         << "," << sp.acceptance_rate << "," << sp.t_sd << "\n";
   } else {
-    out_ << "{\"mode\":\"" << config.mode << "\",\"model\":\"" << model
-         << "\",\"batch\":" << config.batch_size << ",\"prompts\":" << config.num_prompts
-         << ",\"new_tokens\":" << config.max_new_tokens << ",\"temperature\":" << config.temperature
-         << ",\"threads\":" << config.threads
+    out_ << "{\"mode\":\"" << config.mode << "\",\"model\":\"" << model << "\",\"draft\":\""
+         << draft << "\",\"lookahead\":\"" << K << "\",\"batch\":" << config.batch_size
+         << ",\"prompts\":" << config.num_prompts << ",\"new_tokens\":" << config.max_new_tokens
+         << ",\"temperature\":" << config.temperature << ",\"threads\":" << config.threads
          << ",\"decode_tok_s_mean\":" << s.decode_tokens_per_s.mean
          << ",\"decode_tok_s_std\":" << s.decode_tokens_per_s.stddev
          << ",\"ms_per_token_mean\":" << s.ms_per_token.mean
          << ",\"ms_per_token_std\":" << s.ms_per_token.stddev
          << ",\"prefill_tok_s_mean\":" << s.prefill_tokens_per_s.mean
          << ",\"prefill_tok_s_std\":" << s.prefill_tokens_per_s.stddev << ",\"reps\":" << s.reps
-         << "}\n";
+         << ",\"mean_acceptance_length\":" << sp.mean_acceptance_length
+         << ",\"acceptance_rate\":" << sp.acceptance_rate << ",\"t_sd\":" << sp.t_sd << "}\n";
   }
   out_.flush();
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -26,7 +27,8 @@ struct ModelSummary {
 class Report {
  public:
   Report(std::string format, std::ostream& out) : format_(std::move(format)), out_(out) {}
-  void header(const RunInfo& info, const RunConfig& config, const ModelSummary& target);
+  void header(const RunInfo& info, const RunConfig& config, const ModelSummary& target,
+              const std::optional<ModelSummary>& draft);
   void result_row(const RunConfig& config, const ModelSummary& target, const RunSummary& s);
   void final_lines(const RunSummary& s, const std::string& out_path);
   // '#'-comment lines "# tokens[i]: t0 t1 ..." for every sequence.

@@ -15,8 +15,17 @@ std::vector<int32_t> padded(const std::vector<std::vector<int32_t>>& rows, size_
   return out;
 }
 
+void write_model(ResultFile& file, const std::string& group, const ModelSummary& m) {
+  file.set_attr(group, "spec", m.spec);
+  file.set_attr(group, "source", m.description);
+  file.set_attr(group, "config_json", model_config_to_json(m.config).dump());
+  file.set_attr(group, "parameters", int64_t(m.config.parameter_count()));
+  file.set_attr(group, "weight_bytes_rank0", int64_t(m.weight_bytes));
+}
+
 void write_metadata(ResultFile& file, const std::vector<std::string>& argv, const RunInfo& info,
-                    const RunConfig& config, const ModelSummary& target) {
+                    const RunConfig& config, const ModelSummary& target,
+                    const std::optional<ModelSummary>& draft) {
   nlohmann::json resolved;
   for (const auto& [name, value] : describe(config)) {
     file.set_attr("/config", name, value);
@@ -39,17 +48,10 @@ void write_metadata(ResultFile& file, const std::vector<std::string>& argv, cons
   file.set_attr("/", "synthetic_outcomes", int64_t(0));
   for (const auto& [name, version] : info.libraries) file.set_attr("/libraries", name, version);
 
-  file.set_attr("/models/target", "spec", target.spec);
-  file.set_attr("/models/target", "source", target.description);
-  file.set_attr("/models/target", "config_json", model_config_to_json(target.config).dump());
-  file.set_attr("/models/target", "parameters", int64_t(target.config.parameter_count()));
-  file.set_attr("/models/target", "weight_bytes_per_rank", int64_t(target.weight_bytes));
+  write_model(file, "/models/target", target);
+  if (draft) write_model(file, "/models/draft", *draft);
 
-  std::vector<int32_t> rank, pid, threads;
   for (const RankInfo& r : info.ranks) {
-    rank.push_back(r.rank);
-    pid.push_back(r.pid);
-    threads.push_back(r.threads);
     const std::string group = "/ranks/" + std::to_string(r.rank);
     file.set_attr(group, "role", r.role);
     file.set_attr(group, "host", r.host);
@@ -57,6 +59,50 @@ void write_metadata(ResultFile& file, const std::vector<std::string>& argv, cons
     file.set_attr(group, "pid", int64_t(r.pid));
     file.set_attr(group, "threads", int64_t(r.threads));
   }
+}
+
+void write_rounds(ResultFile& file, const std::vector<RoundRecord>& rounds) {
+  auto column = [&](const char* name, auto get) {
+    using T = decltype(get(rounds.front()));
+    std::vector<T> values;
+    for (const RoundRecord& r : rounds) values.push_back(get(r));
+    file.write_column(std::string("/rounds/") + name, values);
+  };
+  column("rep", [](const RoundRecord& r) { return int32_t(r.rep); });
+  column("group", [](const RoundRecord& r) { return int32_t(r.group); });
+  column("round", [](const RoundRecord& r) { return int32_t(r.round); });
+  column("row", [](const RoundRecord& r) { return int32_t(r.row); });
+  column("sequence", [](const RoundRecord& r) { return int32_t(r.sequence); });
+  column("drafted", [](const RoundRecord& r) { return int32_t(r.drafted); });
+  column("accepted", [](const RoundRecord& r) { return int32_t(r.accepted); });
+  column("bonus_token", [](const RoundRecord& r) { return int32_t(r.bonus); });
+  column("tokens", [](const RoundRecord& r) { return int32_t(r.tokens); });
+  column("cache_hit", [](const RoundRecord& r) { return uint8_t(r.cache_hit); });
+  column("start_s", [](const RoundRecord& r) { return r.start_s; });
+  column("end_s", [](const RoundRecord& r) { return r.end_s; });
+  column("draft_start_s", [](const RoundRecord& r) { return r.draft_start_s; });
+  column("draft_end_s", [](const RoundRecord& r) { return r.draft_end_s; });
+  column("draft_time_s", [](const RoundRecord& r) { return r.draft_s; });
+  column("verify_time_s", [](const RoundRecord& r) { return r.verify_s; });
+  column("accept_time_s", [](const RoundRecord& r) { return r.accept_s; });
+  column("comm_time_s", [](const RoundRecord& r) { return r.comm_s; });
+  column("target_idle_s", [](const RoundRecord& r) { return r.target_idle_s; });
+  column("draft_idle_s", [](const RoundRecord& r) { return r.draft_idle_s; });
+  column("message_bytes", [](const RoundRecord& r) { return r.message_bytes; });
+}
+
+void write_speculation_summary(ResultFile& file, const SpeculationSummary& sp) {
+  file.set_attr("/summary", "lookahead", int64_t(sp.lookahead));
+  file.set_attr("/summary", "rounds", sp.rounds);
+  file.set_attr("/summary", "drafted_tokens", sp.drafted);
+  file.set_attr("/summary", "accepted_tokens", sp.accepted);
+  file.set_attr("/summary", "mean_acceptance_length", sp.mean_acceptance_length);
+  file.set_attr("/summary", "acceptance_rate", sp.acceptance_rate);
+  file.set_attr("/summary", "per_position_acceptance", sp.per_position);
+  file.set_attr("/summary", "acceptance_length_histogram", sp.histogram);
+  file.set_attr("/summary", "t_sd", sp.t_sd);
+  file.set_attr("/summary", "draft_time_s", sp.draft_s);
+  file.set_attr("/summary", "verify_time_s", sp.verify_s);
 }
 
 void write_records(ResultFile& file, const RunRecords& records) {
@@ -83,7 +129,7 @@ void write_records(ResultFile& file, const RunRecords& records) {
 
   std::vector<int32_t> r_rep;
   std::vector<int64_t> prefill_tokens, decode_tokens, decode_steps, generated;
-  std::vector<double> prefill_s, decode_s, tps, ms;
+  std::vector<double> prefill_s, decode_s, tps, ms, per_sequence;
   for (const RepTotals& r : records.reps) {
     r_rep.push_back(r.rep);
     prefill_s.push_back(r.prefill_s);
@@ -91,6 +137,7 @@ void write_records(ResultFile& file, const RunRecords& records) {
     decode_s.push_back(r.decode_s);
     decode_tokens.push_back(r.decode_tokens);
     decode_steps.push_back(r.decode_steps);
+    per_sequence.push_back(r.per_sequence_decode_tokens);
     generated.push_back(r.generated_tokens);
     tps.push_back(r.decode_tokens_per_s());
     ms.push_back(r.ms_per_token());
@@ -101,6 +148,7 @@ void write_records(ResultFile& file, const RunRecords& records) {
   file.write_column("/reps/decode_time_s", decode_s);
   file.write_column("/reps/decode_tokens", decode_tokens);
   file.write_column("/reps/decode_steps", decode_steps);
+  file.write_column("/reps/per_sequence_decode_tokens", per_sequence);
   file.write_column("/reps/generated_tokens", generated);
   file.write_column("/reps/decode_tokens_per_s", tps);
   file.write_column("/reps/ms_per_token", ms);
@@ -110,10 +158,11 @@ void write_records(ResultFile& file, const RunRecords& records) {
 
 void write_result_file(const std::string& path, bool overwrite,
                        const std::vector<std::string>& argv, const RunInfo& info,
-                       const RunConfig& config, const ModelSummary& target, const Prompts& prompts,
+                       const RunConfig& config, const ModelSummary& target,
+                       const std::optional<ModelSummary>& draft, const Prompts& prompts,
                        const RunRecords& records, const RunSummary& summary) {
   ResultFile file = ResultFile::create(path, overwrite);
-  write_metadata(file, argv, info, config, target);
+  write_metadata(file, argv, info, config, target, draft);
 
   const size_t width = size_t(config.max_new_tokens);
   const std::vector<int32_t> generated = padded(records.generated, width);
@@ -129,6 +178,10 @@ void write_result_file(const std::string& path, bool overwrite,
   file.write_column("/prompt_lengths", lengths);
 
   write_records(file, records);
+  if (summary.speculation.present) {
+    write_rounds(file, records.rounds);
+    write_speculation_summary(file, summary.speculation);
+  }
 
   file.set_attr("/summary", "decode_tokens_per_s", summary.decode_tokens_per_s.mean);
   file.set_attr("/summary", "decode_tokens_per_s_std", summary.decode_tokens_per_s.stddev);

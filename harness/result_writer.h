@@ -1,6 +1,7 @@
 // Writes a run's HDF5 result file (layout in docs/hdf5-schema.md).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,11 +14,12 @@
 
 namespace ssd {
 
-inline constexpr const char* kSchemaVersion = "1.0";
+inline constexpr const char* kSchemaVersion = "1.1";
 
 void write_result_file(const std::string& path, bool overwrite,
                        const std::vector<std::string>& argv, const RunInfo& info,
-                       const RunConfig& config, const ModelSummary& target, const Prompts& prompts,
+                       const RunConfig& config, const ModelSummary& target,
+                       const std::optional<ModelSummary>& draft, const Prompts& prompts,
                        const RunRecords& records, const RunSummary& summary);
 
 }  // namespace ssd

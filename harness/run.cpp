@@ -5,7 +5,13 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 
+#include "comm/clock.h"
+#include "comm/collective.h"
+#include "comm/mpi_all_reduce.h"
+#include "comm/peer_link.h"
+#include "harness/models.h"
 #include "harness/prompts.h"
 #include "harness/report.h"
 #include "harness/result_writer.h"
@@ -15,21 +21,10 @@
 #include "model/errors.h"
 #include "model/model.h"
 #include "ssd/autoregressive.h"
+#include "ssd/speculative.h"
 
 namespace ssd {
 namespace {
-
-// Re-throws an input error about a flag's value with the flag's name in front.
-template <typename F>
-auto for_flag(const std::string& flag, F&& f) {
-  try {
-    return f();
-  } catch (const InputError& e) {
-    const std::string message = e.what();
-    if (message.rfind("--", 0) == 0) throw;
-    throw InputError(flag + ": " + message);
-  }
-}
 
 void check_output_path(const RunConfig& c) {
   if (c.out.empty()) return;
@@ -41,77 +36,155 @@ void check_output_path(const RunConfig& c) {
     throw InputError("--out: directory " + dir.string() + " does not exist");
 }
 
-}  // namespace
-
-int run_benchmark(const Cli& cli) {
-  RunConfig config = cli.run;
-  // Fail on a bad output path before spending minutes on the run.
-  check_output_path(config);
-
-  std::unique_ptr<WeightSource> source =
-      for_flag("--target", [&] { return open_weight_source(config.target, config.weight_seed); });
-  const ModelConfig& mc = source->config();
-
-  Prompts prompts = config.prompts_file.empty()
-                        ? random_prompts(mc, config.num_prompts, config.prompt_len, config.seed)
-                        : load_prompts(config.prompts_file, mc.vocab_size);
-  config.num_prompts = int(prompts.size());
+Prompts make_prompts(RunConfig& c, const ModelConfig& mc) {
+  Prompts prompts = c.prompts_file.empty() ? random_prompts(mc, c.num_prompts, c.prompt_len, c.seed)
+                                           : load_prompts(c.prompts_file, mc.vocab_size);
+  c.num_prompts = int(prompts.size());
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
+  const int64_t extra = c.mode == "ar" ? 0 : c.lookahead + 1;
   if (mc.max_position_embeddings > 0 &&
-      int64_t(longest) + config.max_new_tokens > mc.max_position_embeddings)
+      int64_t(longest) + c.max_new_tokens + extra > mc.max_position_embeddings)
     throw InputError("--max-new-tokens: prompt (" + std::to_string(longest) + ") + " +
-                     std::to_string(config.max_new_tokens) +
+                     std::to_string(c.max_new_tokens) +
                      " new tokens exceed the model's max_position_embeddings (" +
                      std::to_string(mc.max_position_embeddings) + ")");
+  return prompts;
+}
 
-  CpuBackend backend(config.threads,
-                     config.gemm == "openblas" ? GemmKind::OpenBLAS : GemmKind::Invariant);
-  RunInfo info = collect_run_info();
-  info.ranks.push_back(
-      {0, "target tp 0/1", info.host, int(getpid()), backend.device_name(), config.threads});
-
-  const double load_start = now_seconds();
-  Model model = load_model(*source, backend);
-  const double load_s = now_seconds() - load_start;
-
-  ModelSummary target{config.target, source->describe(), mc, model.weights.bytes, load_s};
-  Report report(config.output_format, std::cout);
-  report.header(info, config, target);
-
+// What the target leader measures: warm-up runs, then the recorded repetitions.
+RunRecords run_repetitions(const RunConfig& c, const Prompts& prompts, ModelGroup& target,
+                           DraftEndpoint* draft, bool& identical) {
   DecodeSettings settings;
-  settings.batch_size = config.batch_size;
-  settings.max_new_tokens = config.max_new_tokens;
-  settings.temperature = config.temperature;
-  settings.seed = config.seed;
-  settings.ignore_eos = config.ignore_eos;
+  settings.batch_size = c.batch_size;
+  settings.max_new_tokens = c.max_new_tokens;
+  settings.temperature = c.temperature;
+  settings.seed = c.seed;
+  settings.ignore_eos = c.ignore_eos;
+  SpeculativeSettings speculative{settings, c.lookahead};
 
-  const double clock_zero = now_seconds();
-  std::vector<std::vector<int32_t>> generated;
-  for (int w = 0; w < config.warmup; ++w)
-    run_autoregressive(model, prompts, settings, -1, clock_zero, nullptr, generated);
-
+  const double clock_zero = global_now();
   RunRecords records;
-  bool identical = true;
-  for (int rep = 0; rep < config.reps; ++rep) {
-    RepTotals totals =
-        run_autoregressive(model, prompts, settings, rep, clock_zero, &records.steps, generated);
-    records.reps.push_back(totals);
+  std::vector<std::vector<int32_t>> generated;
+  auto once = [&](int rep, RunRecords* into) {
+    if (c.mode == "ar")
+      return run_autoregressive(target, prompts, settings, rep, clock_zero,
+                                into ? &into->steps : nullptr, generated);
+    return run_speculative(target, *draft, prompts, speculative, rep, clock_zero, into, generated);
+  };
+  for (int w = 0; w < c.warmup; ++w) once(-1, nullptr);
+  identical = true;
+  for (int rep = 0; rep < c.reps; ++rep) {
+    records.reps.push_back(once(rep, &records));
     if (rep == 0)
       records.generated = generated;
     else if (generated != records.generated)
       identical = false;
   }
-  const RunSummary summary = summarize(records, identical);
-  report.result_row(config, target, summary);
-  if (config.show_tokens) report.tokens(records.generated);
+  return records;
+}
 
-  if (!config.out.empty())
-    write_result_file(config.out, config.overwrite, cli.argv, info, config, target, prompts,
-                      records, summary);
-  report.final_lines(summary, config.out);
-  release_model(model);
-  return identical ? 0 : 1;
+}  // namespace
+
+int run_benchmark(const Cli& cli) {
+  RunConfig config = cli.run;
+  RankLayout layout;
+  run_collectively(MPI_COMM_WORLD, [&] { layout = resolve_rank_layout(config); });
+  if (config.threads == 0) config.threads = default_threads_per_rank();
+  set_clock_offset(estimate_clock_offset(MPI_COMM_WORLD));
+
+  // Set-up that can fail on bad input, agreed across ranks so none is left waiting.
+  std::unique_ptr<WeightSource> target_source, draft_source;
+  Prompts prompts;
+  run_collectively(MPI_COMM_WORLD, [&] {
+    if (layout.is_run_leader()) check_output_path(config);
+    target_source = open_target(config);
+    if (config.mode != "ar") draft_source = open_draft(config, target_source->config());
+    prompts = make_prompts(config, target_source->config());
+  });
+
+  CpuBackend backend(config.threads,
+                     config.gemm == "openblas" ? GemmKind::OpenBLAS : GemmKind::Invariant);
+  std::unique_ptr<MpiAllReduce> all_reduce;
+  std::optional<Model> target_model, draft_model;
+  double target_load_s = 0.0, draft_load_s = 0.0;
+  run_collectively(MPI_COMM_WORLD, [&] {
+    if (layout.role == Role::Target) {
+      const double start = now_seconds();
+      all_reduce = std::make_unique<MpiAllReduce>(layout.group);
+      target_model = load_model(*target_source, backend, Shard{layout.group_rank, layout.target_tp},
+                                all_reduce.get());
+      target_load_s = now_seconds() - start;
+    }
+    if (holds_draft(config, layout)) {
+      const double start = now_seconds();
+      draft_model = load_model(*draft_source, backend);
+      draft_load_s = now_seconds() - start;
+    }
+  });
+
+  RunInfo info = collect_run_info();
+  const bool draft_only = layout.role == Role::Draft;
+  info.ranks = gather_rank_info(
+      {layout.world_rank,
+       layout.role_name() + (layout.is_run_leader() && draft_model ? " + draft" : ""), info.host,
+       int(getpid()), backend.device_name(), config.threads});
+  const ModelConfig& mc = target_source->config();
+  ModelSummary target{config.target, target_source->describe(), mc,
+                      target_model ? target_model->weights.bytes : 0, target_load_s};
+  std::optional<ModelSummary> draft;
+  if (draft_source)
+    draft = ModelSummary{config.draft, draft_source->describe(), draft_source->config(),
+                         draft_model ? draft_model->weights.bytes : 0, draft_load_s};
+  Report report(config.output_format, std::cout);
+  if (layout.is_run_leader()) report.header(info, config, target, draft);
+
+  int code = 0;
+  if (draft_only) {
+    // The draft rank serves the target leader until it is shut down.
+    ModelGroup draft_group(*draft_model, MPI_COMM_SELF);
+    Drafter drafter(draft_group, config.draft_temperature, config.seed);
+    PeerLink link(MPI_COMM_WORLD, layout.target_leader);
+    serve_draft(link, drafter);
+  } else if (!layout.is_leader()) {
+    ModelGroup target_group(*target_model, layout.group);
+    target_group.serve();
+  } else {
+    ModelGroup target_group(*target_model, layout.group);
+    std::unique_ptr<ModelGroup> draft_group;
+    std::unique_ptr<Drafter> drafter;
+    std::unique_ptr<PeerLink> link;
+    std::unique_ptr<DraftEndpoint> endpoint;
+    if (config.mode != "ar") {
+      if (draft_is_separate(config)) {
+        link = std::make_unique<PeerLink>(MPI_COMM_WORLD, layout.draft_leader);
+        endpoint = std::make_unique<RemoteDraft>(*link);
+      } else {
+        draft_group = std::make_unique<ModelGroup>(*draft_model, MPI_COMM_SELF);
+        drafter = std::make_unique<Drafter>(*draft_group, config.draft_temperature, config.seed);
+        endpoint = std::make_unique<LocalDraft>(*drafter);
+      }
+    }
+    bool identical = true;
+    const RunRecords records =
+        run_repetitions(config, prompts, target_group, endpoint.get(), identical);
+    target_group.stop();
+    if (endpoint) endpoint->shutdown();
+
+    const RunSummary summary = summarize(records, identical);
+    report.result_row(config, target, summary);
+    if (config.show_tokens) report.tokens(records.generated);
+    if (!config.out.empty())
+      write_result_file(config.out, config.overwrite, cli.argv, info, config, target, draft,
+                        prompts, records, summary);
+    report.final_lines(summary, config.out);
+    code = identical ? 0 : 1;
+  }
+  if (target_model) release_model(*target_model);
+  if (draft_model) release_model(*draft_model);
+  free_rank_layout(layout);
+  MPI_Barrier(MPI_COMM_WORLD);
+  return code;
 }
 
 }  // namespace ssd

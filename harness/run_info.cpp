@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <CLI/Version.hpp>
+#include <algorithm>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "build_info.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -56,6 +58,48 @@ RunInfo collect_run_info() {
                                                  std::to_string(NLOHMANN_JSON_VERSION_PATCH)});
   info.libraries.push_back({"compiler", info.compiler});
   return info;
+}
+
+}  // namespace ssd
+
+namespace ssd {
+
+std::vector<RankInfo> gather_rank_info(const RankInfo& mine) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const std::string text =
+      nlohmann::json{{"rank", mine.rank}, {"role", mine.role},     {"host", mine.host},
+                     {"pid", mine.pid},   {"device", mine.device}, {"threads", mine.threads}}
+          .dump();
+  int length = int(text.size());
+  std::vector<int> lengths(size), offsets(size);
+  MPI_Gather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    offsets[r] = total;
+    total += lengths[r];
+  }
+  std::string all(rank == 0 ? size_t(total) : 0, '\0');
+  MPI_Gatherv(text.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR,
+              0, MPI_COMM_WORLD);
+  std::vector<RankInfo> out;
+  if (rank != 0) return out;
+  for (int r = 0; r < size; ++r) {
+    const auto j = nlohmann::json::parse(all.substr(offsets[r], lengths[r]));
+    out.push_back({j["rank"], j["role"], j["host"], j["pid"], j["device"], j["threads"]});
+  }
+  return out;
+}
+
+int default_threads_per_rank() {
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  int local_ranks = 1;
+  MPI_Comm_size(node, &local_ranks);
+  MPI_Comm_free(&node);
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / local_ranks);
 }
 
 }  // namespace ssd

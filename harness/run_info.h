@@ -33,3 +33,14 @@ std::string iso_time_now();
 std::string host_name();
 
 }  // namespace ssd
+
+namespace ssd {
+
+// Collective over MPI_COMM_WORLD: every rank's RankInfo, in rank order, on world rank 0
+// (other ranks get an empty vector).
+std::vector<RankInfo> gather_rank_info(const RankInfo& mine);
+
+// Threads per rank when --threads is not given: the node's cores shared by its ranks.
+int default_threads_per_rank();
+
+}  // namespace ssd

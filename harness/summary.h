@@ -13,6 +13,20 @@ struct Stat {
 };
 Stat mean_stddev(const std::vector<double>& values);
 
+// Speculation statistics over all recorded rounds, with the definitions vLLM and llama.cpp
+// report (docs/hdf5-schema.md): a "round" is one sequence in one speculation round.
+struct SpeculationSummary {
+  bool present = false;
+  int lookahead = 0;  // K
+  int64_t rounds = 0, drafted = 0, accepted = 0;
+  double mean_acceptance_length = 0;  // 1 + accepted / rounds
+  double acceptance_rate = 0;         // accepted / drafted
+  std::vector<double> per_position;   // [K]: rounds accepting position i / rounds
+  std::vector<int64_t> histogram;     // [K+1]: rounds with acceptance length 1..K+1
+  double t_sd = 0;                    // draft time / verify time (T_SD)
+  double draft_s = 0, verify_s = 0;   // summed over rounds (per round, not per sequence)
+};
+
 struct RunSummary {
   Stat decode_tokens_per_s;
   Stat ms_per_token;
@@ -20,6 +34,7 @@ struct RunSummary {
   int reps = 0;
   int64_t generated_tokens = 0;  // per repetition
   bool tokens_identical_across_reps = true;
+  SpeculationSummary speculation;
 };
 
 RunSummary summarize(const RunRecords& records, bool tokens_identical_across_reps);

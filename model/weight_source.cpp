@@ -5,6 +5,7 @@
 #include <map>
 #include <stdexcept>
 
+#include "model/counter_rng.h"
 #include "model/errors.h"
 #include "model/presets.h"
 #include "model/safetensors.h"
@@ -103,20 +104,6 @@ class SafetensorsSource : public WeightSource {
   ShapeMap shapes_;
 };
 
-// Counter-based: every value is a pure function of (seed, tensor name, flat index), so any
-// shard's slice is generated without the rest and equals the same part of the full tensor.
-uint64_t mix64(uint64_t z) {  // splitmix64's finaliser
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-uint64_t tensor_key(uint64_t seed, const std::string& name) {
-  uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a
-  for (unsigned char ch : name) hash = (hash ^ ch) * 0x100000001b3ULL;
-  return mix64(seed ^ mix64(hash));
-}
-
 bool ends_with(const std::string& text, const std::string& suffix) {
   return text.size() >= suffix.size() &&
          text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -170,9 +157,7 @@ class SyntheticSource : public WeightSource {
       const uint64_t first = uint64_t((s.row_begin + r) * cols + s.col_begin);
       float* row = dst + r * s.col_count;
       for (int64_t c = 0; c < s.col_count; ++c) {
-        const uint64_t bits = mix64(key + (first + uint64_t(c)) * 0x9e3779b97f4a7c15ULL);
-        const float u = float(int64_t(bits >> 40) - (int64_t(1) << 23)) * 0x1p-23f;
-        row[c] = d.offset + d.amplitude * u;
+        row[c] = d.offset + d.amplitude * counter_uniform(key, first + uint64_t(c));
       }
     }
     return out;

@@ -41,6 +41,11 @@ class WeightSource {
 // config (missing, extra, mis-shaped, truncated) and throws InputError naming it.
 std::unique_ptr<WeightSource> open_weight_source(const std::string& spec, uint64_t seed);
 
+// A draft derived from `base` by multiplying every weight by (1 + sigma * z), z a seeded
+// standard normal per element (the `--draft perturb:SIGMA` calibration draft).
+std::unique_ptr<WeightSource> perturb_weight_source(std::unique_ptr<WeightSource> base,
+                                                    double sigma, uint64_t seed);
+
 // The HF tensor names and shapes a config implies, in checkpoint order.
 struct TensorSpec {
   std::string name;

@@ -12,15 +12,20 @@ double now_seconds() {
   return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
+// Four streams per sequence: token sampling, acceptance tests, draft sampling, spare.
 uint64_t sampling_stream(int sequence) {
-  return uint64_t(sequence);
+  return 4 * uint64_t(sequence);
+}
+uint64_t acceptance_stream(int sequence) {
+  return 4 * uint64_t(sequence) + 1;
 }
 
-RepTotals run_autoregressive(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
+RepTotals run_autoregressive(ModelGroup& target, const std::vector<std::vector<int32_t>>& prompts,
                              const DecodeSettings& s, int rep, double clock_zero,
                              std::vector<StepRecord>* steps,
                              std::vector<std::vector<int32_t>>& generated) {
-  const int vocab = model.config.vocab_size;
+  const ModelConfig& config = target.config();
+  const int vocab = config.vocab_size;
   const int n_prompts = int(prompts.size());
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
@@ -30,8 +35,8 @@ RepTotals run_autoregressive(const Model& model, const std::vector<std::vector<i
   RepTotals totals;
   totals.rep = rep;
   generated.assign(n_prompts, {});
-  KVCache cache = create_kv_cache(model, batch, capacity);
-  Activations acts;
+  target.reset_cache(batch, capacity);
+  std::vector<int>& length = target.lengths();
   std::vector<float> logits;
 
   for (int first = 0; first < n_prompts; first += batch) {
@@ -44,7 +49,7 @@ RepTotals run_autoregressive(const Model& model, const std::vector<std::vector<i
       generated[sequence].push_back(token);
       ++totals.generated_tokens;
       if (int(generated[sequence].size()) >= s.max_new_tokens ||
-          (!s.ignore_eos && model.config.is_eos(token)))
+          (!s.ignore_eos && config.is_eos(token)))
         done[row] = true;
       last[row] = token;
     };
@@ -58,14 +63,14 @@ RepTotals run_autoregressive(const Model& model, const std::vector<std::vector<i
     const double prefill_start = now_seconds();
     ForwardBatch prefill;
     for (int row = 0; row < rows; ++row) {
-      cache.length[row] = 0;
+      length[row] = 0;
       prefill.add_causal(row, 0, prompts[first + row], ForwardBatch::Logits::Last);
     }
     const double forward_start = now_seconds();
-    forward(model, cache, prefill, acts, logits);
+    target.forward(prefill, logits);
     const double forward_s = now_seconds() - forward_start;
     for (int row = 0; row < rows; ++row) {
-      cache.length[row] = int(prompts[first + row].size());
+      length[row] = int(prompts[first + row].size());
       emit(row, draw(row, logits.data() + size_t(row) * vocab));
     }
     const double prefill_s = now_seconds() - prefill_start;
@@ -85,27 +90,26 @@ RepTotals run_autoregressive(const Model& model, const std::vector<std::vector<i
       const double step_start = now_seconds();
       ForwardBatch batch_step;
       for (int row : active)
-        batch_step.add_causal(row, cache.length[row], {last[row]}, ForwardBatch::Logits::All);
+        batch_step.add_causal(row, length[row], {last[row]}, ForwardBatch::Logits::All);
       const double fwd_start = now_seconds();
-      forward(model, cache, batch_step, acts, logits);
+      target.forward(batch_step, logits);
       const double fwd_s = now_seconds() - fwd_start;
       for (size_t i = 0; i < active.size(); ++i) {
         const int row = active[i];
-        cache.length[row] += 1;
+        length[row] += 1;
         emit(row, draw(row, logits.data() + i * vocab));
       }
       const double step_s = now_seconds() - step_start;
       totals.decode_s += step_s;
       totals.decode_tokens += int64_t(active.size());
       totals.decode_steps += 1;
+      totals.per_sequence_decode_tokens += double(active.size()) / rows;
       if (steps)
         for (int row : active)
           steps->push_back(
               {rep, step, row, first + row, 1, step_start - clock_zero, step_s, fwd_s});
     }
   }
-  release_activations(acts, *model.backend);
-  release_kv_cache(cache, *model.backend);
   return totals;
 }
 

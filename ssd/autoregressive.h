@@ -5,7 +5,7 @@
 #include <functional>
 #include <vector>
 
-#include "model/model.h"
+#include "ssd/model_group.h"
 #include "ssd/records.h"
 
 namespace ssd {
@@ -25,12 +25,15 @@ double now_seconds();
 // forward per batch group, then one-token decode steps until every row hit EOS or the limit.
 // Appends the step records to `records` (when rep >= 0) and returns the rep's totals and the
 // tokens generated per prompt. `clock_zero` is the run's time origin.
-RepTotals run_autoregressive(const Model& model, const std::vector<std::vector<int32_t>>& prompts,
+RepTotals run_autoregressive(ModelGroup& target, const std::vector<std::vector<int32_t>>& prompts,
                              const DecodeSettings& settings, int rep, double clock_zero,
                              std::vector<StepRecord>* steps,
                              std::vector<std::vector<int32_t>>& generated);
 
-// Draw index for the random stream of sequence `sequence` at generated token `index`.
+// The random stream of a sequence's token sampling (and, for SD, of its acceptance tests):
+// streams depend only on the prompt index, so a sequence draws the same numbers whatever
+// batch it is in.
 uint64_t sampling_stream(int sequence);
+uint64_t acceptance_stream(int sequence);
 
 }  // namespace ssd

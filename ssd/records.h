@@ -19,22 +19,55 @@ struct StepRecord {
   double forward_s = 0.0;  // of which the forward pass
 };
 
+// One sequence in one speculation round (SD; later SSD). Times are seconds; timestamps are on
+// the global clock, relative to the run's clock zero.
+struct RoundRecord {
+  int rep = 0;
+  int group = 0;     // batch group
+  int round = 0;     // round within the group
+  int row = 0;       // batch row
+  int sequence = 0;  // prompt index
+  int drafted = 0;   // K
+  int accepted = 0;  // k accepted by verification
+  int32_t bonus = 0;
+  int tokens = 0;  // tokens emitted (k + 1, less when EOS or the token limit cut it short)
+  bool cache_hit = false;
+  double start_s = 0.0, end_s = 0.0;  // the round on the target leader
+  double draft_start_s = 0.0, draft_end_s = 0.0;
+  double draft_s = 0.0;        // drafting K tokens
+  double verify_s = 0.0;       // the target's K+1-token forward pass
+  double accept_s = 0.0;       // the verification rule and sampling
+  double comm_s = 0.0;         // moving the outcome and the speculation between ranks
+  double target_idle_s = 0.0;  // the target waiting for the speculation
+  double draft_idle_s = 0.0;   // the draft waiting for the outcome
+  int64_t message_bytes = 0;   // outcome + speculation bytes
+};
+
 struct RepTotals {
   int rep = 0;
   double prefill_s = 0.0;
   int64_t prefill_tokens = 0;  // prompt tokens processed
   double decode_s = 0.0;       // wall time of decode steps only
   int64_t decode_tokens = 0;   // tokens emitted by decode steps (not the prefill's first token)
-  int64_t decode_steps = 0;
+  int64_t decode_steps = 0;    // forward steps (AR) or rounds (SD, SSD)
+  // Decode tokens per sequence, summed over batch groups: a row's tokens count 1/rows each.
+  double per_sequence_decode_tokens = 0.0;
   int64_t generated_tokens = 0;  // everything emitted, first tokens included
+  // Speculative modes: sequence-rounds, draft tokens proposed and accepted, time drafting
+  // and verifying (per round, not per sequence).
+  int64_t rounds = 0, drafted = 0, accepted = 0;
+  double draft_s = 0.0, verify_s = 0.0;
   double decode_tokens_per_s() const { return decode_s > 0 ? decode_tokens / decode_s : 0.0; }
   double prefill_tokens_per_s() const { return prefill_s > 0 ? prefill_tokens / prefill_s : 0.0; }
-  // Inter-token latency of one sequence: decode wall time per decode step.
-  double ms_per_token() const { return decode_steps > 0 ? 1e3 * decode_s / decode_steps : 0.0; }
+  // Inter-token latency of one sequence: decode wall time per token of one sequence.
+  double ms_per_token() const {
+    return per_sequence_decode_tokens > 0 ? 1e3 * decode_s / per_sequence_decode_tokens : 0.0;
+  }
 };
 
 struct RunRecords {
   std::vector<StepRecord> steps;
+  std::vector<RoundRecord> rounds;
   std::vector<RepTotals> reps;
   // Tokens generated per sequence by the first recorded repetition, without the prompt.
   std::vector<std::vector<int32_t>> generated;

@@ -1,0 +1,142 @@
+#include "comm/messages.h"
+
+#include <cstring>
+#include <stdexcept>
+
+namespace ssd {
+namespace {
+
+class Writer {
+ public:
+  template <typename T>
+  void put(T v) {
+    const auto* p = reinterpret_cast<const uint8_t*>(&v);
+    bytes.insert(bytes.end(), p, p + sizeof(T));
+  }
+  template <typename T>
+  void put_vector(const std::vector<T>& v) {
+    put<uint64_t>(v.size());
+    const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+    bytes.insert(bytes.end(), p, p + v.size() * sizeof(T));
+  }
+  std::vector<uint8_t> bytes;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::vector<uint8_t>& b) : bytes_(b) {}
+  template <typename T>
+  T get() {
+    need(sizeof(T));
+    T v;
+    std::memcpy(&v, bytes_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
+    return v;
+  }
+  template <typename T>
+  std::vector<T> get_vector() {
+    const uint64_t n = get<uint64_t>();
+    if (n > bytes_.size()) throw std::runtime_error("message: bad vector length");
+    need(n * sizeof(T));
+    std::vector<T> v(n);
+    if (n) std::memcpy(v.data(), bytes_.data() + at_, n * sizeof(T));
+    at_ += n * sizeof(T);
+    return v;
+  }
+  void done() const {
+    if (at_ != bytes_.size()) throw std::runtime_error("message: trailing bytes");
+  }
+
+ private:
+  void need(size_t n) const {
+    if (at_ + n > bytes_.size()) throw std::runtime_error("message: truncated");
+  }
+  const std::vector<uint8_t>& bytes_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+std::vector<uint8_t> encode(const StartMessage& m) {
+  Writer w;
+  w.put(m.group);
+  w.put(m.max_new_tokens);
+  w.put(m.lookahead);
+  w.put(m.temperature);
+  w.put(m.seed);
+  w.put_vector(m.sequence_ids);
+  w.put<uint64_t>(m.prompts.size());
+  for (const auto& p : m.prompts) w.put_vector(p);
+  return std::move(w.bytes);
+}
+
+void decode(const std::vector<uint8_t>& bytes, StartMessage& m) {
+  Reader r(bytes);
+  m.group = r.get<int32_t>();
+  m.max_new_tokens = r.get<int32_t>();
+  m.lookahead = r.get<int32_t>();
+  m.temperature = r.get<double>();
+  m.seed = r.get<uint64_t>();
+  m.sequence_ids = r.get_vector<int32_t>();
+  const uint64_t n = r.get<uint64_t>();
+  if (n > bytes.size()) throw std::runtime_error("message: bad prompt count");
+  m.prompts.resize(n);
+  for (auto& p : m.prompts) p = r.get_vector<int32_t>();
+  r.done();
+}
+
+std::vector<uint8_t> encode(const OutcomeMessage& m) {
+  Writer w;
+  w.put(m.round);
+  w.put(m.temperature);
+  w.put<uint8_t>(m.stop);
+  w.put_vector(m.sequences);
+  return std::move(w.bytes);
+}
+
+void decode(const std::vector<uint8_t>& bytes, OutcomeMessage& m) {
+  Reader r(bytes);
+  m.round = r.get<int32_t>();
+  m.temperature = r.get<double>();
+  m.stop = r.get<uint8_t>() != 0;
+  m.sequences = r.get_vector<SequenceOutcome>();
+  r.done();
+}
+
+std::vector<uint8_t> encode(const SpeculationMessage& m) {
+  Writer w;
+  w.put(m.round);
+  w.put(m.vocab);
+  w.put(m.draft_start_s);
+  w.put(m.draft_end_s);
+  w.put(m.draft_idle_s);
+  w.put<uint64_t>(m.sequences.size());
+  for (const auto& s : m.sequences) {
+    w.put(s.row);
+    w.put<uint8_t>(s.cache_hit);
+    w.put_vector(s.tokens);
+    w.put_vector(s.probs);
+  }
+  return std::move(w.bytes);
+}
+
+void decode(const std::vector<uint8_t>& bytes, SpeculationMessage& m) {
+  Reader r(bytes);
+  m.round = r.get<int32_t>();
+  m.vocab = r.get<int32_t>();
+  m.draft_start_s = r.get<double>();
+  m.draft_end_s = r.get<double>();
+  m.draft_idle_s = r.get<double>();
+  const uint64_t n = r.get<uint64_t>();
+  if (n > bytes.size()) throw std::runtime_error("message: bad sequence count");
+  m.sequences.resize(n);
+  for (auto& s : m.sequences) {
+    s.row = r.get<int32_t>();
+    s.cache_hit = r.get<uint8_t>() != 0;
+    s.tokens = r.get_vector<int32_t>();
+    s.probs = r.get_vector<float>();
+  }
+  r.done();
+}
+
+}  // namespace ssd

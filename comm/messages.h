@@ -1,0 +1,71 @@
+// Typed draft<->target messages (paper, Appendix B.1) and their byte encoding.
+//
+// Target -> draft, once per batch group: StartMessage (the prompts and sampling settings).
+// Target -> draft, once per round: OutcomeMessage, per sequence (sequence id, accepted count
+//   k, bonus token, committed length) plus the temperature; `stop` ends the group.
+// Draft -> target, once per round: SpeculationMessage, per sequence a cache-hit flag, K
+//   tokens and the K draft probability rows verification needs.
+//
+// Probability rows are sent as full vocabulary rows of fp32 (K * vocab * 4 bytes per
+// sequence: 640 KB for K=5 at a 32k vocabulary) when sampling, and not at all when greedy
+// (verification then needs only the tokens). Full rows are exact for any draft distribution,
+// Saguaro's reshaped one included; a sparse form would save bytes only when the draft's
+// support is small, which plain temperature sampling never gives.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace ssd {
+
+struct StartMessage {
+  int32_t group = 0;  // batch group index
+  int32_t max_new_tokens = 0;
+  int32_t lookahead = 0;  // K
+  double temperature = 0.0;
+  uint64_t seed = 0;
+  std::vector<int32_t> sequence_ids;  // global prompt index of each batch row
+  std::vector<std::vector<int32_t>> prompts;
+};
+
+struct SequenceOutcome {
+  int32_t row = 0;       // batch row
+  int32_t accepted = 0;  // k: draft tokens accepted last round
+  int32_t bonus = 0;     // the token the target sampled after them
+  int32_t length = 0;    // tokens committed (prompt + generated) including the bonus
+};
+
+struct OutcomeMessage {
+  int32_t round = 0;
+  double temperature = 0.0;
+  bool stop = false;  // the batch group is finished; no speculation follows
+  std::vector<SequenceOutcome> sequences;
+};
+
+struct SequenceSpeculation {
+  int32_t row = 0;
+  bool cache_hit = false;
+  std::vector<int32_t> tokens;  // K draft tokens
+  std::vector<float> probs;     // K * vocab draft probabilities, empty when greedy
+};
+
+struct SpeculationMessage {
+  int32_t round = 0;
+  int32_t vocab = 0;
+  // The draft's own timing of this round, on the global clock: when it started and finished
+  // drafting, and how long it had waited for the outcome before.
+  double draft_start_s = 0.0, draft_end_s = 0.0, draft_idle_s = 0.0;
+  std::vector<SequenceSpeculation> sequences;
+};
+
+enum class MessageTag : int { Start = 101, Outcome = 102, Speculation = 103 };
+
+std::vector<uint8_t> encode(const StartMessage& m);
+std::vector<uint8_t> encode(const OutcomeMessage& m);
+std::vector<uint8_t> encode(const SpeculationMessage& m);
+// Throw std::runtime_error on a malformed buffer.
+void decode(const std::vector<uint8_t>& bytes, StartMessage& m);
+void decode(const std::vector<uint8_t>& bytes, OutcomeMessage& m);
+void decode(const std::vector<uint8_t>& bytes, SpeculationMessage& m);
+
+}  // namespace ssd

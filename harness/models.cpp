@@ -1,0 +1,90 @@
+#include "harness/models.h"
+
+#include <cstdlib>
+
+#include "model/errors.h"
+
+namespace ssd {
+namespace {
+
+template <typename F>
+auto for_flag(const std::string& flag, F&& f) {
+  try {
+    return f();
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    if (message.rfind("--", 0) == 0) throw;
+    throw InputError(flag + ": " + message);
+  }
+}
+
+}  // namespace
+
+bool draft_is_separate(const RunConfig& c) {
+  return c.draft_placement == "separate";
+}
+
+RankLayout resolve_rank_layout(RunConfig& c) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const bool speculative = c.mode != "ar";
+  if (c.draft_ranks < 0) c.draft_ranks = std::max(0, world - c.target_tp);
+  if (c.target_tp + c.draft_ranks != world)
+    throw InputError("mpirun -np " + std::to_string(world) + " does not equal --target-tp " +
+                     std::to_string(c.target_tp) + " + --draft-ranks " +
+                     std::to_string(c.draft_ranks) + " (launch exactly " +
+                     std::to_string(c.target_tp + c.draft_ranks) + " ranks)");
+  if (!speculative) {
+    if (!c.draft.empty()) throw InputError("--draft: only with --mode sd");
+    if (c.draft_ranks > 0)
+      throw InputError("--draft-ranks: --mode ar has no draft; launch --target-tp " +
+                       std::to_string(c.target_tp) + " ranks");
+    c.draft_placement = "none";
+  } else {
+    if (c.draft.empty()) throw InputError("--draft: required with --mode " + c.mode);
+    if (c.draft_ranks > 1)
+      throw InputError("--draft-ranks: at most 1 (the draft runs on one rank)");
+    if (c.draft_placement == "auto") c.draft_placement = c.draft_ranks ? "separate" : "collocated";
+    if (c.draft_placement == "separate" && c.draft_ranks != 1)
+      throw InputError(
+          "--draft-placement separate: needs one draft rank (launch --target-tp + 1 "
+          "ranks)");
+    if (c.draft_placement == "collocated" && c.draft_ranks != 0)
+      throw InputError(
+          "--draft-placement collocated: the draft runs on target rank 0; launch "
+          "--target-tp ranks and no draft rank");
+  }
+  if (c.draft_temperature < 0) c.draft_temperature = c.temperature;
+  return make_rank_layout(c.target_tp, c.draft_ranks);
+}
+
+bool holds_draft(const RunConfig& c, const RankLayout& l) {
+  if (c.mode == "ar") return false;
+  return draft_is_separate(c) ? l.role == Role::Draft : l.is_run_leader();
+}
+
+std::unique_ptr<WeightSource> open_target(const RunConfig& c) {
+  return for_flag("--target", [&] { return open_weight_source(c.target, c.weight_seed); });
+}
+
+std::unique_ptr<WeightSource> open_draft(const RunConfig& c, const ModelConfig& target) {
+  std::unique_ptr<WeightSource> draft = for_flag("--draft", [&] {
+    const std::string prefix = "perturb:";
+    if (c.draft.rfind(prefix, 0) == 0) {
+      const std::string value = c.draft.substr(prefix.size());
+      char* end = nullptr;
+      const double sigma = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !(sigma >= 0))
+        throw InputError(c.draft + ": SIGMA must be a number >= 0");
+      return perturb_weight_source(open_weight_source(c.target, c.weight_seed), sigma,
+                                   c.weight_seed + 1);
+    }
+    return open_weight_source(c.draft, c.weight_seed);
+  });
+  if (draft->config().vocab_size != target.vocab_size)
+    throw InputError("--draft: vocabulary size " + std::to_string(draft->config().vocab_size) +
+                     " differs from the target's " + std::to_string(target.vocab_size));
+  return draft;
+}
+
+}  // namespace ssd

@@ -1,0 +1,82 @@
+#include "ssd/draft_endpoint.h"
+
+#include "comm/clock.h"
+
+namespace ssd {
+
+void LocalDraft::start(const StartMessage& m) {
+  drafter_.start(m);
+  last_end_ = -1.0;
+}
+
+SpeculationMessage LocalDraft::exchange(const OutcomeMessage& m, ExchangeTiming& t) {
+  t = ExchangeTiming{};
+  t.draft_start_s = global_now();
+  SpeculationMessage spec = drafter_.propose(m);
+  t.draft_end_s = global_now();
+  t.draft_s = t.draft_end_s - t.draft_start_s;
+  // Collocated: the hardware drafts itself, so the target never waits on another rank; the
+  // draft sits idle while the target verifies and samples.
+  t.draft_idle_s = last_end_ < 0 ? 0.0 : t.draft_start_s - last_end_;
+  last_end_ = t.draft_end_s;
+  return spec;
+}
+
+void RemoteDraft::start(const StartMessage& m) {
+  link_.send(MessageTag::Start, m);
+}
+
+SpeculationMessage RemoteDraft::exchange(const OutcomeMessage& m, ExchangeTiming& t) {
+  t = ExchangeTiming{};
+  const double begin = global_now();
+  link_.send(MessageTag::Outcome, m);
+  t.bytes = link_.last_sent_bytes();
+  SpeculationMessage spec;
+  link_.receive(MessageTag::Speculation, spec);
+  const double end = global_now();
+  t.bytes += link_.last_received_bytes();
+  t.draft_start_s = spec.draft_start_s;
+  t.draft_end_s = spec.draft_end_s;
+  t.draft_s = spec.draft_end_s - spec.draft_start_s;
+  t.target_idle_s = end - begin;
+  // The round trip minus the drafting: both messages in flight (the clocks agree to within
+  // the start-up offset estimate).
+  t.comm_s = std::max(0.0, (end - begin) - t.draft_s);
+  t.draft_idle_s = spec.draft_idle_s;
+  return spec;
+}
+
+void RemoteDraft::finish_group(const OutcomeMessage& stop) {
+  link_.send(MessageTag::Outcome, stop);
+}
+
+void RemoteDraft::shutdown() {
+  StartMessage end;
+  end.group = -1;
+  link_.send(MessageTag::Start, end);
+  link_.finish_sends();
+}
+
+void serve_draft(PeerLink& link, Drafter& drafter) {
+  for (;;) {
+    StartMessage start;
+    link.receive(MessageTag::Start, start);
+    if (start.group < 0) break;
+    drafter.start(start);
+    for (;;) {
+      const double wait_begin = global_now();
+      OutcomeMessage outcome;
+      link.receive(MessageTag::Outcome, outcome);
+      if (outcome.stop) break;
+      const double begin = global_now();
+      SpeculationMessage spec = drafter.propose(outcome);
+      spec.draft_start_s = begin;
+      spec.draft_end_s = global_now();
+      spec.draft_idle_s = begin - wait_begin;
+      link.send(MessageTag::Speculation, spec);
+    }
+  }
+  link.finish_sends();
+}
+
+}  // namespace ssd

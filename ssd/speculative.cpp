@@ -1,0 +1,193 @@
+#include "ssd/speculative.h"
+
+#include <algorithm>
+
+#include "comm/clock.h"
+#include "ssd/sampling.h"
+#include "ssd/verification.h"
+
+namespace ssd {
+namespace {
+
+struct RowState {
+  int sequence = 0;
+  bool done = false;
+  int32_t last = 0;  // the newest token, not yet in the target's cache
+  int accepted = 0;  // k of the previous round, sent to the draft
+  UniformStream uniforms;
+};
+
+}  // namespace
+
+RepTotals run_speculative(ModelGroup& target, DraftEndpoint& draft,
+                          const std::vector<std::vector<int32_t>>& prompts,
+                          const SpeculativeSettings& settings, int rep, double clock_zero,
+                          RunRecords* records, std::vector<std::vector<int32_t>>& generated) {
+  const DecodeSettings& s = settings.decode;
+  const int K = settings.lookahead;
+  const ModelConfig& config = target.config();
+  const int vocab = config.vocab_size;
+  const int n_prompts = int(prompts.size());
+  const int batch = std::min(s.batch_size, n_prompts);
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+
+  RepTotals totals;
+  totals.rep = rep;
+  generated.assign(n_prompts, {});
+  std::vector<float> logits, p_rows;
+  std::vector<float> probs;
+
+  for (int first = 0, group = 0; first < n_prompts; first += batch, ++group) {
+    const int rows = std::min(batch, n_prompts - first);
+    target.reset_cache(rows, int(longest) + s.max_new_tokens + K + 2);
+    std::vector<int>& length = target.lengths();
+    std::vector<RowState> state(rows);
+
+    StartMessage start;
+    start.group = group;
+    start.max_new_tokens = s.max_new_tokens;
+    start.lookahead = K;
+    start.temperature = s.temperature;
+    start.seed = s.seed;
+    for (int r = 0; r < rows; ++r) {
+      start.sequence_ids.push_back(first + r);
+      start.prompts.push_back(prompts[first + r]);
+      state[r].sequence = first + r;
+      state[r].uniforms = UniformStream{s.seed, acceptance_stream(first + r), 0};
+    }
+    draft.start(start);
+
+    // Returns false once the row is finished (token limit or EOS).
+    auto emit = [&](int r, int32_t token) {
+      auto& out = generated[state[r].sequence];
+      out.push_back(token);
+      ++totals.generated_tokens;
+      if (int(out.size()) >= s.max_new_tokens || (!s.ignore_eos && config.is_eos(token)))
+        state[r].done = true;
+      state[r].last = token;
+      return !state[r].done;
+    };
+
+    // Prefill, exactly as AR does it (so greedy SD reproduces AR from the first token on).
+    const double prefill_start = global_now();
+    ForwardBatch prefill;
+    for (int r = 0; r < rows; ++r) {
+      length[r] = 0;
+      prefill.add_causal(r, 0, prompts[first + r], ForwardBatch::Logits::Last);
+    }
+    target.forward(prefill, logits);
+    for (int r = 0; r < rows; ++r) {
+      length[r] = int(prompts[first + r].size());
+      const double u = uniform01(s.seed, sampling_stream(first + r), 0);
+      emit(r, sample_token(logits.data() + size_t(r) * vocab, vocab, s.temperature, u));
+    }
+    const double prefill_s = global_now() - prefill_start;
+    totals.prefill_s += prefill_s;
+    totals.prefill_tokens += prefill.rows();
+    if (records)
+      for (int r = 0; r < rows; ++r)
+        records->steps.push_back(
+            {rep, -1, r, first + r, 1, prefill_start - clock_zero, prefill_s, prefill_s});
+
+    for (int round = 0;; ++round) {
+      OutcomeMessage outcome;
+      outcome.round = round;
+      outcome.temperature = s.temperature;
+      for (int r = 0; r < rows; ++r)
+        if (!state[r].done)
+          outcome.sequences.push_back(
+              {r, state[r].accepted, state[r].last,
+               int32_t(prompts[first + r].size() + generated[state[r].sequence].size())});
+      if (outcome.sequences.empty()) {
+        outcome.stop = true;
+        draft.finish_group(outcome);
+        break;
+      }
+      const double round_start = global_now();
+      ExchangeTiming timing;
+      const SpeculationMessage spec = draft.exchange(outcome, timing);
+
+      // Verify: the newest token plus the K draft tokens, K+1 logits rows per sequence.
+      const double verify_start = global_now();
+      ForwardBatch verify;
+      for (const SequenceSpeculation& sp : spec.sequences) {
+        std::vector<int32_t> tokens{state[sp.row].last};
+        tokens.insert(tokens.end(), sp.tokens.begin(), sp.tokens.end());
+        verify.add_causal(sp.row, length[sp.row], tokens, ForwardBatch::Logits::All);
+      }
+      target.forward(verify, logits);
+      const double verify_s = global_now() - verify_start;
+
+      const double accept_start = global_now();
+      std::vector<RoundRecord> round_records;
+      for (size_t i = 0; i < spec.sequences.size(); ++i) {
+        const SequenceSpeculation& sp = spec.sequences[i];
+        RowState& row = state[sp.row];
+        const float* l = logits.data() + i * size_t(K + 1) * vocab;
+        Verdict v;
+        if (s.temperature == 0.0) {
+          v = verify_greedy(l, sp.tokens.data(), K, vocab);
+        } else {
+          p_rows.resize(size_t(K + 1) * vocab);
+          for (int j = 0; j <= K; ++j) {
+            softmax(l + size_t(j) * vocab, vocab, s.temperature, probs);
+            std::copy(probs.begin(), probs.end(), p_rows.begin() + size_t(j) * vocab);
+          }
+          v = verify_sampled(p_rows.data(), sp.probs.data(), sp.tokens.data(), K, vocab,
+                             row.uniforms);
+        }
+        // The newest token and the accepted drafts are now in the target's cache.
+        length[sp.row] += 1 + v.accepted;
+        int emitted = 0;
+        bool open = true;
+        for (int j = 0; j < v.accepted && open; ++j, ++emitted) open = emit(sp.row, sp.tokens[j]);
+        if (open) {
+          emit(sp.row, v.bonus);
+          ++emitted;
+        }
+        row.accepted = v.accepted;
+        totals.rounds += 1;
+        totals.drafted += K;
+        totals.accepted += v.accepted;
+        round_records.push_back({rep,
+                                 group,
+                                 round,
+                                 sp.row,
+                                 row.sequence,
+                                 K,
+                                 v.accepted,
+                                 v.bonus,
+                                 emitted,
+                                 sp.cache_hit,
+                                 round_start - clock_zero,
+                                 0.0,
+                                 timing.draft_start_s - clock_zero,
+                                 timing.draft_end_s - clock_zero,
+                                 timing.draft_s,
+                                 verify_s,
+                                 0.0,
+                                 timing.comm_s,
+                                 timing.target_idle_s,
+                                 timing.draft_idle_s,
+                                 timing.bytes});
+        totals.decode_tokens += emitted;
+        totals.per_sequence_decode_tokens += double(emitted) / rows;
+      }
+      const double end = global_now();
+      totals.decode_s += end - round_start;
+      totals.decode_steps += 1;
+      totals.draft_s += timing.draft_s;
+      totals.verify_s += verify_s;
+      if (records)
+        for (RoundRecord& rr : round_records) {
+          rr.accept_s = end - accept_start;
+          rr.end_s = end - clock_zero;
+          records->rounds.push_back(rr);
+        }
+    }
+  }
+  return totals;
+}
+
+}  // namespace ssd

@@ -1,0 +1,26 @@
+// Speculative decoding (SD, paper §2.1) on the target leader: each round the draft proposes K
+// tokens per sequence, the target verifies all K+1 positions in one forward pass and keeps
+// the accepted prefix plus a bonus token. Lossless: the output distribution is the target's,
+// and greedy output equals AR's token for token.
+#pragma once
+
+#include "ssd/autoregressive.h"
+#include "ssd/draft_endpoint.h"
+#include "ssd/model_group.h"
+#include "ssd/records.h"
+
+namespace ssd {
+
+struct SpeculativeSettings {
+  DecodeSettings decode;
+  int lookahead = 4;  // K
+};
+
+// One repetition over all prompts, batch_size at a time. Appends step records (the prefill)
+// and round records when `records` is given; returns the rep's totals.
+RepTotals run_speculative(ModelGroup& target, DraftEndpoint& draft,
+                          const std::vector<std::vector<int32_t>>& prompts,
+                          const SpeculativeSettings& settings, int rep, double clock_zero,
+                          RunRecords* records, std::vector<std::vector<int32_t>>& generated);
+
+}  // namespace ssd

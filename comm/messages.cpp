@@ -110,10 +110,17 @@ std::vector<uint8_t> encode(const SpeculationMessage& m) {
   w.put(m.draft_start_s);
   w.put(m.draft_end_s);
   w.put(m.draft_idle_s);
+  w.put(m.cache_build_s);
+  w.put(m.fallback_s);
+  w.put(m.branches);
+  w.put(m.budget);
   w.put<uint64_t>(m.sequences.size());
   for (const auto& s : m.sequences) {
     w.put(s.row);
     w.put<uint8_t>(s.cache_hit);
+    w.put(s.source);
+    w.put(s.bonus_rank);
+    w.put_vector(s.fanout);
     w.put_vector(s.tokens);
     w.put_vector(s.probs);
   }
@@ -127,12 +134,19 @@ void decode(const std::vector<uint8_t>& bytes, SpeculationMessage& m) {
   m.draft_start_s = r.get<double>();
   m.draft_end_s = r.get<double>();
   m.draft_idle_s = r.get<double>();
+  m.cache_build_s = r.get<double>();
+  m.fallback_s = r.get<double>();
+  m.branches = r.get<int32_t>();
+  m.budget = r.get<int32_t>();
   const uint64_t n = r.get<uint64_t>();
   if (n > bytes.size()) throw std::runtime_error("message: bad sequence count");
   m.sequences.resize(n);
   for (auto& s : m.sequences) {
     s.row = r.get<int32_t>();
     s.cache_hit = r.get<uint8_t>() != 0;
+    s.source = r.get<SpeculationSource>();
+    s.bonus_rank = r.get<int32_t>();
+    s.fanout = r.get_vector<int32_t>();
     s.tokens = r.get_vector<int32_t>();
     s.probs = r.get_vector<float>();
   }

@@ -42,9 +42,18 @@ struct OutcomeMessage {
   std::vector<SequenceOutcome> sequences;
 };
 
+// Where a speculation came from (SSD): the speculation cache, or a fallback after a miss.
+enum class SpeculationSource : int32_t { Initial = 0, CacheHit = 1, Primary = 2, Backup = 3 };
+
 struct SequenceSpeculation {
   int32_t row = 0;
   bool cache_hit = false;
+  SpeculationSource source = SpeculationSource::Primary;
+  // 1-based rank of last round's bonus token in the draft's candidate list at position k
+  // (excluding s_{k+1}); 0 when beyond the examined list (SSD; lets analysis compute the hit
+  // rate for any fan-out offline, paper Figure 3).
+  int32_t bonus_rank = 0;
+  std::vector<int32_t> fanout;  // F_0..F_K of the cache this outcome was looked up in
   std::vector<int32_t> tokens;  // K draft tokens
   std::vector<float> probs;     // K * vocab draft probabilities, empty when greedy
 };
@@ -55,6 +64,10 @@ struct SpeculationMessage {
   // The draft's own timing of this round, on the global clock: when it started and finished
   // drafting, and how long it had waited for the outcome before.
   double draft_start_s = 0.0, draft_end_s = 0.0, draft_idle_s = 0.0;
+  // SSD: the cache build that preceded this round (its branches and time), the fallback
+  // drafting in this round, and the budget in force.
+  double cache_build_s = 0.0, fallback_s = 0.0;
+  int32_t branches = 0, budget = 0;
   std::vector<SequenceSpeculation> sequences;
 };
 

@@ -29,7 +29,7 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
 
   app.add_option("--mode", c.mode, "Decoding algorithm")
       ->group(decoding)
-      ->check(CLI::IsMember({"ar", "sd"}))
+      ->check(CLI::IsMember({"ar", "sd", "ssd"}))
       ->capture_default_str();
   app.add_option("-b,--batch-size", c.batch_size, "Sequences decoded together")
       ->group(decoding)
@@ -77,6 +77,41 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
 
+  const std::string ssd = "SSD / SAGUARO";
+  app.add_option("--fanout", c.fanout,
+                 "Fan-out after a primary-speculated round: uniform:F, list:F0,...,FK or "
+                 "geometric[:B] (Theorem 12)")
+      ->group(ssd)
+      ->capture_default_str();
+  app.add_option("--fanout-backup", c.fanout_backup,
+                 "Fan-out after a backup-speculated round (default: as --fanout)")
+      ->group(ssd);
+  app.add_option("--fanout-alpha", c.fanout_alpha,
+                 "Acceptance a_p for geometric fan-out, or auto (measured)")
+      ->group(ssd)
+      ->capture_default_str();
+  app.add_option("--fanout-r", c.fanout_r,
+                 "Power-law exponent r for geometric fan-out, or auto (fitted to bonus ranks)")
+      ->group(ssd)
+      ->capture_default_str();
+  app.add_option("--budget", c.budget,
+                 "Total fan-out per sequence, or auto (the most that fits the verification window)")
+      ->group(ssd)
+      ->capture_default_str();
+  app.add_option("--saguaro-c", c.saguaro_c,
+                 "Saguaro sampling constant C in [0, 1] (Definition 14); 1 = plain sampling")
+      ->group(ssd)
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_option("--fallback", c.fallback,
+                 "On a cache miss: primary (just-in-time drafting), backup, or auto (Theorem 17)")
+      ->group(ssd)
+      ->check(CLI::IsMember({"primary", "backup", "auto"}))
+      ->capture_default_str();
+  app.add_option("--backup", c.backup, "Backup speculator: random tokens or ngram prompt lookup")
+      ->group(ssd)
+      ->check(CLI::IsMember({"random", "ngram"}))
+      ->capture_default_str();
   const std::string ranks = "Ranks";
   app.add_option("--target-tp", c.target_tp, "Target tensor-parallel ranks (T)")
       ->group(ranks)
@@ -211,6 +246,14 @@ std::vector<std::pair<std::string, std::string>> describe(const RunConfig& c) {
       {"draft_placement", c.draft_placement},
       {"lookahead", str(c.lookahead)},
       {"draft_temperature", str(c.draft_temperature)},
+      {"fanout", c.fanout},
+      {"fanout_backup", c.fanout_backup.empty() ? c.fanout : c.fanout_backup},
+      {"fanout_alpha", c.fanout_alpha},
+      {"fanout_r", c.fanout_r},
+      {"budget", c.budget},
+      {"saguaro_c", str(c.saguaro_c)},
+      {"fallback", c.fallback},
+      {"backup", c.backup},
       {"batch_size", str(c.batch_size)},
       {"max_new_tokens", str(c.max_new_tokens)},
       {"temperature", str(c.temperature)},

@@ -26,6 +26,15 @@ struct RunConfig {
   int lookahead = 4;                // K
   uint64_t seed = 0;
   bool ignore_eos = false;
+  // SSD / SAGUARO
+  std::string fanout = "geometric";
+  std::string fanout_backup;  // empty: same as fanout
+  std::string fanout_alpha = "auto";
+  std::string fanout_r = "auto";
+  std::string budget = "auto";
+  double saguaro_c = 1.0;
+  std::string fallback = "auto";
+  std::string backup = "random";
   // Prompts
   std::string prompts_file;  // JSONL, {"ids": [...]} per line; empty = random prompts
   int num_prompts = 0;       // 0 = one batch

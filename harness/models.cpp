@@ -1,5 +1,6 @@
 #include "harness/models.h"
 
+#include <cmath>
 #include <cstdlib>
 
 #include "model/errors.h"
@@ -35,7 +36,7 @@ RankLayout resolve_rank_layout(RunConfig& c) {
                      std::to_string(c.draft_ranks) + " (launch exactly " +
                      std::to_string(c.target_tp + c.draft_ranks) + " ranks)");
   if (!speculative) {
-    if (!c.draft.empty()) throw InputError("--draft: only with --mode sd");
+    if (!c.draft.empty()) throw InputError("--draft: only with --mode sd or ssd");
     if (c.draft_ranks > 0)
       throw InputError("--draft-ranks: --mode ar has no draft; launch --target-tp " +
                        std::to_string(c.target_tp) + " ranks");
@@ -45,6 +46,10 @@ RankLayout resolve_rank_layout(RunConfig& c) {
     if (c.draft_ranks > 1)
       throw InputError("--draft-ranks: at most 1 (the draft runs on one rank)");
     if (c.draft_placement == "auto") c.draft_placement = c.draft_ranks ? "separate" : "collocated";
+    if (c.mode == "ssd" && c.draft_placement != "separate")
+      throw InputError(
+          "--mode ssd: the draft runs asynchronously on its own rank; launch "
+          "--target-tp + 1 ranks (--draft-placement separate)");
     if (c.draft_placement == "separate" && c.draft_ranks != 1)
       throw InputError(
           "--draft-placement separate: needs one draft rank (launch --target-tp + 1 "
@@ -56,6 +61,45 @@ RankLayout resolve_rank_layout(RunConfig& c) {
   }
   if (c.draft_temperature < 0) c.draft_temperature = c.temperature;
   return make_rank_layout(c.target_tp, c.draft_ranks);
+}
+
+namespace {
+
+// "auto" -> -1, else a number >= 0 (and <= max when given).
+double auto_or_number(const std::string& flag, const std::string& value, double max) {
+  if (value == "auto") return -1.0;
+  char* end = nullptr;
+  const double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !(v >= 0) || v > max)
+    throw InputError(flag + ": expected auto or a number in [0, " + std::to_string(max) +
+                     "], got '" + value + "'");
+  return v;
+}
+
+}  // namespace
+
+SaguaroSettings saguaro_settings(const RunConfig& c) {
+  SaguaroSettings s;
+  s.lookahead = c.lookahead;
+  s.draft_temperature = c.draft_temperature;
+  s.seed = c.seed;
+  s.fanout = parse_fanout(c.fanout);
+  s.backup_fanout = parse_fanout(c.fanout_backup.empty() ? c.fanout : c.fanout_backup);
+  for (const FanoutSpec* f : {&s.fanout, &s.backup_fanout})
+    if (f->kind == FanoutSpec::Kind::List && int(f->list.size()) != c.lookahead + 1)
+      throw InputError("--fanout: list needs K+1 = " + std::to_string(c.lookahead + 1) +
+                       " entries for --lookahead " + std::to_string(c.lookahead));
+  s.alpha = auto_or_number("--fanout-alpha", c.fanout_alpha, 1.0);
+  s.r = auto_or_number("--fanout-r", c.fanout_r, 100.0);
+  const double budget = auto_or_number("--budget", c.budget, 4096.0);
+  if (budget >= 0 && budget != std::floor(budget))
+    throw InputError("--budget: expected auto or a whole number");
+  s.budget = budget < 0 ? 0 : int(budget);
+  s.saguaro_c = c.saguaro_c;
+  s.fallback = c.fallback;
+  s.backup = c.backup;
+  s.batch_size = c.batch_size;
+  return s;
 }
 
 bool holds_draft(const RunConfig& c, const RankLayout& l) {

@@ -6,6 +6,7 @@
 #include "comm/rank_layout.h"
 #include "harness/cli.h"
 #include "model/weights.h"
+#include "ssd/saguaro_drafter.h"
 
 namespace ssd {
 
@@ -19,5 +20,8 @@ bool draft_is_separate(const RunConfig& config);
 // --target and --draft; errors name the flag. perturb:SIGMA wraps the target's source.
 std::unique_ptr<WeightSource> open_target(const RunConfig& config);
 std::unique_ptr<WeightSource> open_draft(const RunConfig& config, const ModelConfig& target);
+
+// The SSD flags, validated (errors name the flag).
+SaguaroSettings saguaro_settings(const RunConfig& config);
 
 }  // namespace ssd

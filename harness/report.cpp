@@ -81,13 +81,14 @@ void Report::header(const RunInfo& info, const RunConfig& config, const ModelSum
          << std::setw(14) << "draft" << std::right << std::setw(3) << "K" << std::setw(6) << "batch"
          << std::setw(8) << "prompts" << std::setw(6) << "new" << std::setw(20) << "decode tok/s"
          << std::setw(18) << "ms/token" << std::setw(14) << "prefill tok/s" << std::setw(9)
-         << "acc.len" << std::setw(9) << "acc.rate" << std::setw(8) << "T_SD"
+         << "acc.len" << std::setw(9) << "acc.rate" << std::setw(8) << "T_SD" << std::setw(7)
+         << "p_hit"
          << "\n";
   } else if (format_ == "csv") {
     out_ << "mode,model,draft,lookahead,batch,prompts,new_tokens,temperature,threads,"
             "decode_tok_s_mean,decode_tok_s_std,ms_per_token_mean,ms_per_token_std,"
             "prefill_tok_s_mean,prefill_tok_s_std,reps,mean_acceptance_length,"
-            "acceptance_rate,t_sd\n";
+            "acceptance_rate,t_sd,p_hit\n";
   }
   out_.flush();
 }
@@ -107,7 +108,8 @@ void Report::result_row(const RunConfig& config, const ModelSummary& target, con
          << std::setw(14) << fmt("%.1f", s.prefill_tokens_per_s.mean) << std::setw(9)
          << (sp.present ? fmt("%.3f", sp.mean_acceptance_length) : "-") << std::setw(9)
          << (sp.present ? fmt("%.3f", sp.acceptance_rate) : "-") << std::setw(8)
-         << (sp.present ? fmt("%.3f", sp.t_sd) : "-") << "\n";
+         << (sp.present ? fmt("%.3f", sp.t_sd) : "-") << std::setw(7)
+         << (sp.cache ? fmt("%.3f", sp.p_hit) : "-") << "\n";
   } else if (format_ == "csv") {
     out_ << config.mode << "," << model << "," << draft << "," << K << "," << config.batch_size
          << "," << config.num_prompts << "," << config.max_new_tokens << "," << config.temperature
@@ -115,7 +117,7 @@ void Report::result_row(const RunConfig& config, const ModelSummary& target, con
          << s.decode_tokens_per_s.stddev << "," << s.ms_per_token.mean << ","
          << s.ms_per_token.stddev << "," << s.prefill_tokens_per_s.mean << ","
          << s.prefill_tokens_per_s.stddev << "," << s.reps << "," << sp.mean_acceptance_length
-         << "," << sp.acceptance_rate << "," << sp.t_sd << "\n";
+         << "," << sp.acceptance_rate << "," << sp.t_sd << "," << sp.p_hit << "\n";
   } else {
     out_ << "{\"mode\":\"" << config.mode << "\",\"model\":\"" << model << "\",\"draft\":\""
          << draft << "\",\"lookahead\":\"" << K << "\",\"batch\":" << config.batch_size
@@ -128,7 +130,8 @@ void Report::result_row(const RunConfig& config, const ModelSummary& target, con
          << ",\"prefill_tok_s_mean\":" << s.prefill_tokens_per_s.mean
          << ",\"prefill_tok_s_std\":" << s.prefill_tokens_per_s.stddev << ",\"reps\":" << s.reps
          << ",\"mean_acceptance_length\":" << sp.mean_acceptance_length
-         << ",\"acceptance_rate\":" << sp.acceptance_rate << ",\"t_sd\":" << sp.t_sd << "}\n";
+         << ",\"acceptance_rate\":" << sp.acceptance_rate << ",\"t_sd\":" << sp.t_sd
+         << ",\"p_hit\":" << sp.p_hit << "}\n";
   }
   out_.flush();
 }

@@ -77,7 +77,13 @@ void write_rounds(ResultFile& file, const std::vector<RoundRecord>& rounds) {
   column("accepted", [](const RoundRecord& r) { return int32_t(r.accepted); });
   column("bonus_token", [](const RoundRecord& r) { return int32_t(r.bonus); });
   column("tokens", [](const RoundRecord& r) { return int32_t(r.tokens); });
-  column("cache_hit", [](const RoundRecord& r) { return uint8_t(r.cache_hit); });
+  column("source", [](const RoundRecord& r) { return int32_t(r.source); });
+  column("outcome_hit", [](const RoundRecord& r) { return int32_t(r.outcome_hit); });
+  column("bonus_rank", [](const RoundRecord& r) { return int32_t(r.bonus_rank); });
+  column("budget", [](const RoundRecord& r) { return int32_t(r.budget); });
+  column("branches", [](const RoundRecord& r) { return int32_t(r.branches); });
+  column("cache_build_time_s", [](const RoundRecord& r) { return r.cache_build_s; });
+  column("fallback_time_s", [](const RoundRecord& r) { return r.fallback_s; });
   column("start_s", [](const RoundRecord& r) { return r.start_s; });
   column("end_s", [](const RoundRecord& r) { return r.end_s; });
   column("draft_start_s", [](const RoundRecord& r) { return r.draft_start_s; });
@@ -89,6 +95,16 @@ void write_rounds(ResultFile& file, const std::vector<RoundRecord>& rounds) {
   column("target_idle_s", [](const RoundRecord& r) { return r.target_idle_s; });
   column("draft_idle_s", [](const RoundRecord& r) { return r.draft_idle_s; });
   column("message_bytes", [](const RoundRecord& r) { return r.message_bytes; });
+}
+
+// Fan-out shapes as a [rounds, K+1] dataset (-1 where no cache was looked up).
+void write_fanouts(ResultFile& file, const std::vector<RoundRecord>& rounds) {
+  const size_t width = rounds.empty() ? 0 : size_t(rounds.front().drafted) + 1;
+  std::vector<int32_t> shape(rounds.size() * width, -1);
+  for (size_t i = 0; i < rounds.size(); ++i)
+    for (size_t k = 0; k < rounds[i].fanout.size() && k < width; ++k)
+      shape[i * width + k] = rounds[i].fanout[k];
+  file.write_dataset("/rounds/fanout", {rounds.size(), width}, shape.data());
 }
 
 void write_speculation_summary(ResultFile& file, const SpeculationSummary& sp) {
@@ -103,6 +119,17 @@ void write_speculation_summary(ResultFile& file, const SpeculationSummary& sp) {
   file.set_attr("/summary", "t_sd", sp.t_sd);
   file.set_attr("/summary", "draft_time_s", sp.draft_s);
   file.set_attr("/summary", "verify_time_s", sp.verify_s);
+  if (sp.cache) {
+    file.set_attr("/summary", "cache_lookups", sp.lookups);
+    file.set_attr("/summary", "cache_hits", sp.hits);
+    file.set_attr("/summary", "p_hit", sp.p_hit);
+    file.set_attr("/summary", "p_hit_primary", sp.p_hit_primary);
+    file.set_attr("/summary", "p_hit_backup", sp.p_hit_backup);
+    file.set_attr("/summary", "e_hit", sp.e_hit);
+    file.set_attr("/summary", "e_miss", sp.e_miss);
+    file.set_attr("/summary", "t_p", sp.t_p);
+    file.set_attr("/summary", "t_b", sp.t_b);
+  }
 }
 
 void write_records(ResultFile& file, const RunRecords& records) {
@@ -180,6 +207,7 @@ void write_result_file(const std::string& path, bool overwrite,
   write_records(file, records);
   if (summary.speculation.present) {
     write_rounds(file, records.rounds);
+    write_fanouts(file, records.rounds);
     write_speculation_summary(file, summary.speculation);
   }
 

@@ -96,11 +96,13 @@ int run_benchmark(const Cli& cli) {
   // Set-up that can fail on bad input, agreed across ranks so none is left waiting.
   std::unique_ptr<WeightSource> target_source, draft_source;
   Prompts prompts;
+  SaguaroSettings saguaro;
   run_collectively(MPI_COMM_WORLD, [&] {
     if (layout.is_run_leader()) check_output_path(config);
     target_source = open_target(config);
     if (config.mode != "ar") draft_source = open_draft(config, target_source->config());
     prompts = make_prompts(config, target_source->config());
+    if (config.mode == "ssd") saguaro = saguaro_settings(config);
   });
 
   CpuBackend backend(config.threads,
@@ -143,9 +145,14 @@ int run_benchmark(const Cli& cli) {
   if (draft_only) {
     // The draft rank serves the target leader until it is shut down.
     ModelGroup draft_group(*draft_model, MPI_COMM_SELF);
-    Drafter drafter(draft_group, config.draft_temperature, config.seed);
     PeerLink link(MPI_COMM_WORLD, layout.target_leader);
-    serve_draft(link, drafter);
+    if (config.mode == "ssd") {
+      SaguaroDrafter drafter(draft_group, saguaro);
+      serve_saguaro(link, drafter);
+    } else {
+      Drafter drafter(draft_group, config.draft_temperature, config.seed);
+      serve_draft(link, drafter);
+    }
   } else if (!layout.is_leader()) {
     ModelGroup target_group(*target_model, layout.group);
     target_group.serve();

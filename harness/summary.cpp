@@ -18,6 +18,54 @@ Stat mean_stddev(const std::vector<double>& values) {
   return s;
 }
 
+namespace {
+
+double ratio(double a, double b) {
+  return b > 0 ? a / b : 0.0;
+}
+
+void summarize_cache(const std::vector<RoundRecord>& rounds, SpeculationSummary& sp) {
+  constexpr int kCacheHit = 1, kBackup = 3;
+  int64_t hits_p = 0, looks_p = 0, hits_b = 0, looks_b = 0;
+  int64_t hit_rounds = 0, hit_accepted = 0, miss_rounds = 0, miss_accepted = 0;
+  double build = 0, fallback = 0, verify = 0;
+  int64_t builds = 0, fallbacks = 0, verifies = 0;
+  for (const RoundRecord& r : rounds) {
+    if (r.outcome_hit >= 0) {
+      sp.cache = true;
+      const bool backup = r.source == kBackup;
+      (backup ? looks_b : looks_p) += 1;
+      (backup ? hits_b : hits_p) += r.outcome_hit;
+      build += r.cache_build_s;
+      builds += 1;
+    }
+    if (r.source == kCacheHit) {
+      hit_rounds += 1;
+      hit_accepted += r.accepted;
+    } else if (r.round > 0) {
+      miss_rounds += 1;
+      miss_accepted += r.accepted;
+      fallback += r.fallback_s;
+      fallbacks += 1;
+    }
+    verify += r.verify_s;
+    verifies += 1;
+  }
+  if (!sp.cache) return;
+  sp.lookups = looks_p + looks_b;
+  sp.hits = hits_p + hits_b;
+  sp.p_hit = ratio(double(sp.hits), double(sp.lookups));
+  sp.p_hit_primary = ratio(double(hits_p), double(looks_p));
+  sp.p_hit_backup = ratio(double(hits_b), double(looks_b));
+  sp.e_hit = 1.0 + ratio(double(hit_accepted), double(hit_rounds));
+  sp.e_miss = 1.0 + ratio(double(miss_accepted), double(miss_rounds));
+  const double mean_verify = ratio(verify, double(verifies));
+  sp.t_p = ratio(ratio(build, double(builds)), mean_verify);
+  sp.t_b = ratio(ratio(fallback, double(fallbacks)), mean_verify);
+}
+
+}  // namespace
+
 RunSummary summarize(const RunRecords& records, bool identical) {
   RunSummary s;
   std::vector<double> tps, ms, prefill;
@@ -55,6 +103,7 @@ RunSummary summarize(const RunRecords& records, bool identical) {
       sp.verify_s += r.verify_s;
     }
     sp.t_sd = sp.verify_s > 0 ? sp.draft_s / sp.verify_s : 0.0;
+    summarize_cache(records.rounds, sp);
   }
   return s;
 }

@@ -25,6 +25,13 @@ struct SpeculationSummary {
   std::vector<int64_t> histogram;     // [K+1]: rounds with acceptance length 1..K+1
   double t_sd = 0;                    // draft time / verify time (T_SD)
   double draft_s = 0, verify_s = 0;   // summed over rounds (per round, not per sequence)
+  // SSD (docs/hdf5-schema.md): cache hit rates over looked-up outcomes, overall and after a
+  // primary-speculated (cache hit or primary fallback) or backup-speculated round; tokens per
+  // round after a hit and after a miss; cache build and fallback time relative to verification.
+  bool cache = false;
+  int64_t lookups = 0, hits = 0;
+  double p_hit = 0, p_hit_primary = 0, p_hit_backup = 0;
+  double e_hit = 0, e_miss = 0, t_p = 0, t_b = 0;
 };
 
 struct RunSummary {

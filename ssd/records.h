@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace ssd {
@@ -31,7 +32,20 @@ struct RoundRecord {
   int accepted = 0;  // k accepted by verification
   int32_t bonus = 0;
   int tokens = 0;  // tokens emitted (k + 1, less when EOS or the token limit cut it short)
-  bool cache_hit = false;
+  // Where this round's speculation came from (SpeculationSource: 0 initial, 1 cache hit,
+  // 2 primary fallback, 3 backup fallback); SD's plain drafts count as primary.
+  int source = 2;
+  // SSD, known once the next speculation arrives: whether this round's outcome (k, bonus) was
+  // in the cache built during this round's verification (-1: not looked up, e.g. the
+  // sequence ended or SD), the bonus's rank in the draft's list at position k (0: beyond the
+  // examined list), that cache's fan-out F_0..F_K, its total branches over all sequences, its
+  // per-sequence budget, and how long the build took.
+  int outcome_hit = -1;
+  int bonus_rank = 0;
+  std::vector<int32_t> fanout;
+  int budget = 0, branches = 0;
+  double cache_build_s = 0.0;
+  double fallback_s = 0.0;            // producing this round's speculation after a miss
   double start_s = 0.0, end_s = 0.0;  // the round on the target leader
   double draft_start_s = 0.0, draft_end_s = 0.0;
   double draft_s = 0.0;        // drafting K tokens

@@ -43,6 +43,7 @@ RepTotals run_speculative(ModelGroup& target, DraftEndpoint& draft,
     target.reset_cache(rows, int(longest) + s.max_new_tokens + K + 2);
     std::vector<int>& length = target.lengths();
     std::vector<RowState> state(rows);
+    std::vector<int> last_record(rows, -1);  // each row's latest round in records->rounds
 
     StartMessage start;
     start.group = group;
@@ -107,6 +108,19 @@ RepTotals run_speculative(ModelGroup& target, DraftEndpoint& draft,
       const double round_start = global_now();
       ExchangeTiming timing;
       const SpeculationMessage spec = draft.exchange(outcome, timing);
+      // This speculation also reports how last round's outcome fared in the draft's cache.
+      if (records)
+        for (const SequenceSpeculation& sp : spec.sequences) {
+          const int at = last_record[sp.row];
+          if (at < 0 || sp.fanout.empty()) continue;
+          RoundRecord& previous = records->rounds[at];
+          previous.outcome_hit = sp.cache_hit ? 1 : 0;
+          previous.bonus_rank = sp.bonus_rank;
+          previous.fanout = sp.fanout;
+          previous.budget = spec.budget;
+          previous.branches = spec.branches;
+          previous.cache_build_s = spec.cache_build_s;
+        }
 
       // Verify: the newest token plus the K draft tokens, K+1 logits rows per sequence.
       const double verify_start = global_now();
@@ -150,27 +164,28 @@ RepTotals run_speculative(ModelGroup& target, DraftEndpoint& draft,
         totals.rounds += 1;
         totals.drafted += K;
         totals.accepted += v.accepted;
-        round_records.push_back({rep,
-                                 group,
-                                 round,
-                                 sp.row,
-                                 row.sequence,
-                                 K,
-                                 v.accepted,
-                                 v.bonus,
-                                 emitted,
-                                 sp.cache_hit,
-                                 round_start - clock_zero,
-                                 0.0,
-                                 timing.draft_start_s - clock_zero,
-                                 timing.draft_end_s - clock_zero,
-                                 timing.draft_s,
-                                 verify_s,
-                                 0.0,
-                                 timing.comm_s,
-                                 timing.target_idle_s,
-                                 timing.draft_idle_s,
-                                 timing.bytes});
+        RoundRecord rr;
+        rr.rep = rep;
+        rr.group = group;
+        rr.round = round;
+        rr.row = sp.row;
+        rr.sequence = row.sequence;
+        rr.drafted = K;
+        rr.accepted = v.accepted;
+        rr.bonus = v.bonus;
+        rr.tokens = emitted;
+        rr.source = int(sp.source);
+        rr.fallback_s = spec.fallback_s;
+        rr.start_s = round_start - clock_zero;
+        rr.draft_start_s = timing.draft_start_s - clock_zero;
+        rr.draft_end_s = timing.draft_end_s - clock_zero;
+        rr.draft_s = timing.draft_s;
+        rr.verify_s = verify_s;
+        rr.comm_s = timing.comm_s;
+        rr.target_idle_s = timing.target_idle_s;
+        rr.draft_idle_s = timing.draft_idle_s;
+        rr.message_bytes = timing.bytes;
+        round_records.push_back(rr);
         totals.decode_tokens += emitted;
         totals.per_sequence_decode_tokens += double(emitted) / rows;
       }
@@ -183,6 +198,7 @@ RepTotals run_speculative(ModelGroup& target, DraftEndpoint& draft,
         for (RoundRecord& rr : round_records) {
           rr.accept_s = end - accept_start;
           rr.end_s = end - clock_zero;
+          last_record[rr.row] = int(records->rounds.size());
           records->rounds.push_back(rr);
         }
     }

@@ -106,5 +106,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--ssd-bench", required=True)
     parser.add_argument("--work", required=True)
+    parser.add_argument("--mpiexec", default="mpiexec")
     ARGS, rest = parser.parse_known_args()
     unittest.main(argv=[sys.argv[0], *rest], verbosity=2)

@@ -1,0 +1,211 @@
+#include "ssd/fanout.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+
+#include "model/errors.h"
+
+namespace ssd {
+namespace {
+
+constexpr const char* kFanoutForms = "uniform:F, list:F0,...,FK or geometric[:B]";
+
+[[noreturn]] void fanout_error(const std::string& text, const std::string& why) {
+  throw InputError("--fanout '" + text + "': " + why + " (expected " + kFanoutForms + ")");
+}
+
+// A whole decimal integer: no sign, no spaces, no trailing characters.
+bool parse_int(const std::string& s, int& out) {
+  if (s.empty() || s[0] == '+' || s[0] == '-') return false;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && end == s.data() + s.size();
+}
+
+void check_inputs(int K, double budget, double acceptance, double r) {
+  if (K < 0) throw std::invalid_argument("geometric fan-out: lookahead K must be >= 0");
+  if (!(budget >= 0) || !std::isfinite(budget))
+    throw std::invalid_argument("geometric fan-out: budget must be finite and >= 0");
+  if (std::isnan(acceptance) || std::isnan(r))
+    throw std::invalid_argument("geometric fan-out: acceptance and r must not be NaN");
+}
+
+}  // namespace
+
+FanoutSpec parse_fanout(const std::string& text) {
+  const size_t colon = text.find(':');
+  const std::string kind = text.substr(0, colon);
+  const bool has_arg = colon != std::string::npos;
+  const std::string arg = has_arg ? text.substr(colon + 1) : std::string();
+  FanoutSpec spec;
+  if (kind == "uniform") {
+    spec.kind = FanoutSpec::Kind::Uniform;
+    if (!has_arg || !parse_int(arg, spec.uniform) || spec.uniform < 1)
+      fanout_error(text, "uniform needs a positive integer F, e.g. uniform:4");
+  } else if (kind == "list") {
+    spec.kind = FanoutSpec::Kind::List;
+    if (!has_arg || arg.empty()) fanout_error(text, "list needs K+1 comma-separated counts");
+    size_t start = 0;
+    while (true) {
+      const size_t comma = arg.find(',', start);
+      const std::string item = arg.substr(start, comma - start);
+      int value = 0;
+      if (!parse_int(item, value))
+        fanout_error(text, "list entry '" + item + "' is not a non-negative integer");
+      spec.list.push_back(value);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  } else if (kind == "geometric") {
+    spec.kind = FanoutSpec::Kind::Geometric;
+    spec.budget = 0;  // bare "geometric": the budget comes from --budget
+    if (has_arg && (!parse_int(arg, spec.budget) || spec.budget < 1))
+      fanout_error(text, "geometric:B needs a positive budget B (omit it to use --budget)");
+  } else {
+    fanout_error(text, "unknown shape '" + kind + "'");
+  }
+  return spec;
+}
+
+std::vector<double> geometric_fanout_real(int K, double budget, double acceptance, double r) {
+  check_inputs(K, budget, acceptance, r);
+  // Clamps keep Theorem 12 finite: at a = 1 the all-accepted factor (1-a)^{-1/(1+r)} blows up
+  // (all budget at k = K), at a = 0 the ratio a^{1/(1+r)} is 0 (all budget at k = 0); r > 0 is
+  // Definition 11's premise.
+  const double a = std::clamp(acceptance, 1e-3, 1.0 - 1e-3);
+  const double rr = std::max(r, 1e-3);
+  const double e = 1.0 / (1.0 + rr);
+  const double c = std::pow(a, e);  // F_{k+1} / F_k for k + 1 < K
+  const double cap = std::pow(1.0 - a, -e);
+  const double cK = std::pow(c, K);
+  // Appendix A.2's closed form: F_0 = B / (a^{K/(1+r)} (1-a)^{-1/(1+r)} + (1-c^K) / (1-c)).
+  const double f0 = budget / (cK * cap + (1.0 - cK) / (1.0 - c));
+  std::vector<double> shape(K + 1);
+  double ck = 1.0;
+  for (int k = 0; k < K; ++k, ck *= c) shape[k] = f0 * ck;
+  shape[K] = f0 * cK * cap;
+  return shape;
+}
+
+std::vector<int> geometric_fanout(int K, int budget, double acceptance, double r) {
+  const std::vector<double> real = geometric_fanout_real(K, budget, acceptance, r);
+  // Largest-remainder rounding: floors first, then the leftover units to the largest
+  // fractional parts (ties to the smaller k, which is reached more often), so that the cache
+  // spends exactly the budget the verification window allows.
+  std::vector<int> shape(K + 1);
+  std::vector<double> rest(K + 1);
+  int64_t total = 0;
+  for (int k = 0; k <= K; ++k) {
+    shape[k] = int(std::floor(real[k]));
+    rest[k] = real[k] - shape[k];
+    total += shape[k];
+  }
+  std::vector<int> order(K + 1);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return rest[x] > rest[y]; });
+  // Floating-point error can leave the floors one unit off either way; fix both directions.
+  const int n = K + 1;
+  for (int i = 0; total < budget; ++total, i = (i + 1) % n) ++shape[order[i]];
+  for (int i = n - 1; total > budget; i = (i + n - 1) % n) {
+    if (shape[order[i]] == 0) continue;  // total > budget >= 0, so some entry is positive
+    --shape[order[i]];
+    --total;
+  }
+  return shape;
+}
+
+std::vector<int> resolve_fanout(const FanoutSpec& spec, int K, int budget, double acceptance,
+                                double r) {
+  switch (spec.kind) {
+    case FanoutSpec::Kind::Uniform:
+      return std::vector<int>(K + 1, spec.uniform);
+    case FanoutSpec::Kind::List:
+      if (int(spec.list.size()) != K + 1)
+        throw InputError("--fanout list has " + std::to_string(spec.list.size()) +
+                         " entries but lookahead K = " + std::to_string(K) +
+                         " needs K+1 = " + std::to_string(K + 1) + " (F_0..F_K)");
+      return spec.list;
+    case FanoutSpec::Kind::Geometric:
+      return geometric_fanout(K, spec.budget > 0 ? spec.budget : budget, acceptance, r);
+  }
+  throw std::logic_error("resolve_fanout: unknown kind");
+}
+
+double expected_hit_rate(const std::vector<int>& shape, double acceptance, double r) {
+  const int K = int(shape.size()) - 1;
+  const double a = acceptance;
+  double total = 0.0, reach = 1.0;  // reach = a^k
+  for (int k = 0; k <= K; ++k, reach *= a) {
+    const double hit = 1.0 - std::pow(double(shape[k]) + 1.0, -r);
+    // Exactly k accepted: a^k (1-a) for k < K, a^K when all K are (A.2).
+    total += (k < K ? reach * (1.0 - a) : reach) * hit;
+  }
+  return total;
+}
+
+void FanoutEstimator::observe(int accepted, int drafted, int bonus_rank, int list_length) {
+  if (drafted < 0 || accepted < 0 || accepted > drafted || bonus_rank < 0 || list_length < 0)
+    throw std::invalid_argument("FanoutEstimator::observe: inconsistent outcome");
+  ++observations_;
+  // A.2's model: each drafted position is accepted with probability a until the first
+  // rejection, so a round is `accepted` successes plus one failure unless all were accepted.
+  // Positions after a rejection are never tried, which is why accepted/drafted would
+  // underestimate a; this is the maximum-likelihood estimate of the capped geometric instead.
+  accepted_ += accepted;
+  drafted_ += accepted + (accepted < drafted ? 1 : 0);
+  if (bonus_rank > kMaxRank) bonus_rank = 0, list_length = kMaxRank;
+  list_length = std::min(list_length, kMaxRank);
+  if (bonus_rank > 0) {
+    if (int(rank_count_.size()) <= bonus_rank) rank_count_.resize(bonus_rank + 1, 0);
+    ++rank_count_[bonus_rank];
+    ++informative_;
+  } else if (list_length > 0) {  // censored: only "rank > L" is known
+    if (int(censored_count_.size()) <= list_length) censored_count_.resize(list_length + 1, 0);
+    ++censored_count_[list_length];
+    ++informative_;
+  }
+}
+
+double FanoutEstimator::acceptance(double fallback) const {
+  return drafted_ > 0 ? double(accepted_) / double(drafted_) : fallback;
+}
+
+double FanoutEstimator::power_law_r(double fallback) const {
+  if (informative_ < kMinObservations) return fallback;
+  // Definition 11 writes the miss rate as F^{-r}, which is 1 at F = 1 (a one-token cache would
+  // always miss). This project's synthetic outcome model uses the shifted law
+  // P(rank > F) = (F+1)^{-r} (F = 0 always misses), so the fit is log m(F) = -r log(F+1),
+  // through the origin, to stay consistent with it; Theorem 12's shape then takes r as is.
+  const int max_f = int(std::max(rank_count_.size(), censored_count_.size()));
+  // Suffix sums: ranked_above[F] = #(rank > F), censored_from[F] = #(censored with L >= F).
+  std::vector<int64_t> ranked_above(max_f + 1, 0), censored_from(max_f + 1, 0);
+  auto count = [](const std::vector<int64_t>& v, int i) { return i < int(v.size()) ? v[i] : 0; };
+  for (int f = max_f - 1; f >= 0; --f) {
+    ranked_above[f] = ranked_above[f + 1] + count(rank_count_, f + 1);
+    censored_from[f] = censored_from[f + 1] + count(censored_count_, f);
+  }
+  const int64_t ranked = ranked_above[0];
+  double sxy = 0.0, sxx = 0.0;
+  for (int f = 1; f < max_f; ++f) {
+    // An observation censored at L < F says nothing about F; every other one does.
+    const int64_t known = ranked + censored_from[f];
+    const int64_t misses = ranked_above[f] + censored_from[f];
+    if (known < 8 || misses == 0) continue;
+    const double m = double(misses) / double(known);
+    // Inverse of log m's delta-method variance (1-m)/(n m): small miss counts are noisy.
+    const double w = double(known) * m / std::max(1.0 - m, 1.0 / double(known));
+    const double x = std::log(f + 1.0);
+    sxy += w * x * std::log(m);
+    sxx += w * x * x;
+  }
+  constexpr double kMaxR = 64.0;
+  if (sxx == 0.0) {
+    // Every bonus was the top candidate: the miss rate at F = 1 is below ~1/(2n).
+    return std::min(kMaxR, std::log(2.0 * informative_) / std::log(2.0));
+  }
+  return std::clamp(-sxy / sxx, 1e-3, kMaxR);
+}
+
+}  // namespace ssd

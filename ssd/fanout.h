@@ -1,0 +1,71 @@
+// The shape of the SAGUARO speculation cache (paper §4.1): how many bonus-token guesses F_k
+// to prepare for each number k = 0..K of accepted draft tokens (Definition 10), either fixed
+// by the user or Theorem 12's capped geometric series fed by online estimates of the
+// acceptance rate a and the power-law exponent r (Definition 11).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ssd {
+
+// A fan-out shape: F_k bonus-token guesses at each position k = 0..K (Definition 10).
+struct FanoutSpec {  // parsed from --fanout
+  enum class Kind { Uniform, List, Geometric } kind = Kind::Uniform;
+  int uniform = 1;        // uniform:F
+  std::vector<int> list;  // list:F0,...,FK  (must have K+1 entries)
+  int budget = 0;         // geometric:B  (0 = take the budget from --budget)
+};
+
+// "uniform:4", "list:4,3,2,1,1", "geometric:20", "geometric" (budget from --budget).
+// Throws ssd::InputError naming --fanout and what was expected.
+FanoutSpec parse_fanout(const std::string& text);
+
+// Theorem 12 (Appendix A.2): F_k = F_0 a^{k/(1+r)} for k < K and
+// F_K = F_0 a^{K/(1+r)} (1-a)^{-1/(1+r)}, with A.2's closed-form F_0 so that sum_k F_k = B.
+// a is clamped to [1e-3, 1 - 1e-3] (a -> 1 sends F_K's factor to infinity, a -> 0 makes the
+// ratio a^{1/(1+r)} vanish) and r to >= 1e-3. K + 1 entries; throws std::invalid_argument
+// for K < 0 or budget < 0.
+std::vector<double> geometric_fanout_real(int K, double budget, double acceptance, double r);
+// The real shape rounded by largest remainder to non-negative integers summing exactly to B.
+std::vector<int> geometric_fanout(int K, int budget, double acceptance, double r);
+
+// The integer shape for a spec at lookahead K, budget B (geometric only; spec.budget > 0
+// overrides it) and the current (a, r) estimates. Throws InputError if a list has the wrong
+// length (naming --fanout and K).
+std::vector<int> resolve_fanout(const FanoutSpec& spec, int K, int budget, double acceptance,
+                                double r);
+
+// A.2's objective p_hit,p({F_k}) = a^K h(F_K) + sum_{k<K} a^k (1-a) h(F_k) with the shifted
+// power law h(F) = 1 - (F+1)^{-r} (see FanoutEstimator). For tests and reports.
+double expected_hit_rate(const std::vector<int>& shape, double acceptance, double r);
+
+// Online estimates for --fanout-alpha auto / --fanout-r auto (one instance for the primary
+// shape, one for the backup shape).
+class FanoutEstimator {
+ public:
+  // One verification outcome of a round speculated by this speculator: k accepted of K
+  // drafted, and the 1-based rank of the realised bonus token in the draft's candidate list at
+  // position k (0 when it was not in the list at all, i.e. rank > the list length L examined).
+  void observe(int accepted, int drafted, int bonus_rank, int list_length);
+  // accepted/drafted so far, or fallback when nothing was observed.
+  double acceptance(double fallback) const;
+  // r from fitting the power law of Definition 11 to the observed ranks (see fanout.cpp for
+  // the shifted form and the weighting); fallback with fewer than kMinObservations
+  // informative observations.
+  double power_law_r(double fallback) const;
+  int observations() const { return observations_; }
+
+  static constexpr int kMinObservations = 16;
+  static constexpr int kMaxRank = 1024;  // ranks/list lengths beyond this are censored here
+
+ private:
+  int observations_ = 0;
+  int informative_ = 0;  // observations with a known rank or a non-empty list
+  int64_t accepted_ = 0, drafted_ = 0;
+  std::vector<int64_t> rank_count_;      // [j] = observations with bonus rank j (1-based)
+  std::vector<int64_t> censored_count_;  // [L] = observations with rank > L (not in a list)
+};
+
+}  // namespace ssd

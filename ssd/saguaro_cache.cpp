@@ -1,0 +1,140 @@
+// SaguaroDrafter: building the speculation cache in the verification window (paper §4.1).
+#include <algorithm>
+#include <cmath>
+
+#include "comm/clock.h"
+#include "ssd/saguaro_drafter.h"
+#include "ssd/saguaro_sampling.h"
+
+namespace ssd {
+
+int SaguaroDrafter::current_budget(int rows) const {
+  if (s_.budget > 0) return s_.budget;
+  const int K = s_.lookahead;
+  if (step_samples_ < 2 || window_s_ <= 0) return K + 1;  // one guess per position to start
+  // --budget auto: the largest total fan-out per sequence whose K branch steps (after the glue
+  // step) still finish inside the measured verification window, with 10% slack.
+  const double per_step = (0.9 * window_s_ - glue_s_) / K;
+  if (per_step <= step_a_) return 0;
+  const double branches = step_b_ > 0 ? (per_step - step_a_) / step_b_ : 1e9;
+  const int budget = int(std::floor(branches / rows));
+  return std::clamp(budget, 0, (capacity_ - scratch_begin_) / K);
+}
+
+void SaguaroDrafter::glue(const std::vector<int>& rows) {
+  // Puts every token not yet in the cache (the bonus after a backup round, and the tail of the
+  // speculation) into the committed and speculation slots, and computes the candidate lists
+  // still missing: the "extend" step of Appendix B.1.
+  const int K = s_.lookahead;
+  ForwardBatch batch;
+  std::vector<std::pair<int, int>> wanted;  // (row, list index) per logit row
+  for (int r : rows) {
+    Row& row = rows_[r];
+    const int len = int(row.tokens.size());
+    for (int p = row.cached; p < len + K; ++p) {
+      const int32_t token = p < len ? row.tokens[p] : row.spec[p - len];
+      if (p >= len && p - len < row.spec_cached) continue;  // already cached
+      const int list = p - len + 1;  // the token at position p + 1 is spec list `list`
+      const bool want = list >= 0 && list <= K && row.lists[list].empty();
+      batch.add_token(r, token, p, p, p + 1, {}, want);
+      if (want) wanted.push_back({r, list});
+    }
+  }
+  if (batch.rows() == 0) return;
+  draft_.forward(batch, logits_);
+  for (size_t i = 0; i < wanted.size(); ++i)
+    rows_[wanted[i].first].lists[wanted[i].second] =
+        top_tokens(logits_.data() + i * vocab_, vocab_, list_limit_, -1);
+  for (int r : rows) {
+    rows_[r].cached = int(rows_[r].tokens.size());
+    rows_[r].spec_cached = K;
+  }
+}
+
+void SaguaroDrafter::build_cache(PeerLink& link, double sent_at) {
+  const int K = s_.lookahead;
+  window_started_at_ = sent_at;
+  arrival_seen_at_ = -1.0;
+  auto poll = [&] {
+    if (arrival_seen_at_ < 0 && link.poll(MessageTag::Outcome)) arrival_seen_at_ = global_now();
+  };
+  const double start = global_now();
+  std::vector<int> rows;
+  for (size_t r = 0; r < rows_.size(); ++r)
+    if (rows_[r].active) rows.push_back(int(r));
+  glue(rows);
+  glue_s_ = global_now() - start;
+  poll();
+
+  // Which outcomes to prepare for: the F_k likeliest bonus tokens at each position k.
+  struct Ref {
+    int row, branch;
+  };
+  std::vector<Ref> refs;
+  for (int r : rows) {
+    Row& row = rows_[r];
+    row.fanout = shape_for(row);
+    const int len = int(row.tokens.size());
+    for (int k = 0; k <= K; ++k) {
+      const int32_t excluded = k < K ? row.spec[k] : -1;
+      int taken = 0;
+      for (int32_t t : row.lists[k]) {
+        if (taken >= row.fanout[k]) break;
+        if (t == excluded) continue;
+        Branch b;
+        b.k = k;
+        b.root = t;
+        b.base_slot = scratch_begin_ + int(row.branches.size()) * K;
+        if (b.base_slot + K > capacity_) break;
+        row.cache[{k, t}] = int(row.branches.size());
+        row.branches.push_back(std::move(b));
+        refs.push_back({r, int(row.branches.size()) - 1});
+        ++taken;
+      }
+    }
+    (void)len;
+  }
+  last_branches_ = int(refs.size());
+  last_budget_ = rows.empty() ? 0 : int(refs.size() / rows.size());
+
+  // K batched steps over every branch: step j feeds the branch's j-th token (t, then b_1..)
+  // and samples the next, each branch seeing the prefix, s_1..s_k and its own path.
+  for (int step = 0; step < K && !refs.empty(); ++step) {
+    const double step_start = global_now();
+    ForwardBatch batch;
+    for (const Ref& ref : refs) {
+      Row& row = rows_[ref.row];
+      Branch& b = row.branches[ref.branch];
+      const int len = int(row.tokens.size());
+      std::vector<int32_t> visible;
+      for (int i = 0; i < b.k; ++i) visible.push_back(len + i);
+      for (int i = 0; i <= step; ++i) visible.push_back(b.base_slot + i);
+      const int32_t token = step == 0 ? b.root : b.tokens.back();
+      batch.add_token(ref.row, token, len + b.k + step, b.base_slot + step, len, visible, true);
+    }
+    draft_.forward(batch, logits_);
+    for (size_t i = 0; i < refs.size(); ++i) {
+      Row& row = rows_[refs[i].row];
+      Branch& b = row.branches[refs[i].branch];
+      const float* l = logits_.data() + i * vocab_;
+      b.lists.push_back(top_tokens(l, vocab_, list_limit_, -1));
+      // A hit makes this branch a primary-drafted speculation: sample as the primary would.
+      b.tokens.push_back(sample(row, l, row.fanout[step], &b.probs));
+    }
+    // Fit seconds = a + b * rows over the steps seen, for --budget auto.
+    const double x = double(refs.size()), y = global_now() - step_start;
+    ++step_samples_;
+    const double w = 1.0 / std::min(step_samples_, 64);  // a moving least-squares average
+    sx_ += w * (x - sx_);
+    sy_ += w * (y - sy_);
+    sxx_ += w * (x * x - sxx_);
+    sxy_ += w * (x * y - sxy_);
+    const double var = sxx_ - sx_ * sx_;
+    step_b_ = var > 1e-9 ? std::max(0.0, (sxy_ - sx_ * sy_) / var) : (x > 0 ? y / x : 0.0);
+    step_a_ = std::max(0.0, sy_ - step_b_ * sx_);
+    poll();
+  }
+  last_build_s_ = global_now() - start;
+}
+
+}  // namespace ssd

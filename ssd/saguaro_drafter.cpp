@@ -1,0 +1,269 @@
+// SaguaroDrafter: answering outcomes (cache lookup, fallback) and drafting just in time.
+#include "ssd/saguaro_drafter.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "comm/clock.h"
+#include "ssd/autoregressive.h"
+#include "ssd/backup_speculator.h"
+#include "ssd/saguaro_sampling.h"
+#include "ssd/sampling.h"
+
+namespace ssd {
+
+SaguaroDrafter::SaguaroDrafter(ModelGroup& draft, const SaguaroSettings& settings)
+    : draft_(draft), s_(settings), vocab_(draft.config().vocab_size), policy_(settings.fallback) {
+  int widest = 1;
+  for (const FanoutSpec* f : {&s_.fanout, &s_.backup_fanout}) {
+    widest = std::max(widest, f->uniform);
+    for (int v : f->list) widest = std::max(widest, v);
+    widest = std::max(widest, f->budget);
+  }
+  widest = std::max(widest, s_.budget);
+  list_limit_ = std::max(64, widest + 1);
+}
+
+void SaguaroDrafter::start(const StartMessage& m) {
+  target_temperature_ = m.temperature;
+  rows_.assign(m.prompts.size(), Row{});
+  size_t longest = 0;
+  for (size_t r = 0; r < m.prompts.size(); ++r) {
+    rows_[r].tokens = m.prompts[r];
+    rows_[r].sequence = m.sequence_ids.at(r);
+    longest = std::max(longest, m.prompts[r].size());
+  }
+  const int K = s_.lookahead;
+  // Committed tokens and the speculation live below scratch_begin_; branches above it.
+  scratch_begin_ = int(longest) + m.max_new_tokens + 2 * K + 2;
+  const int max_budget = s_.budget > 0 ? std::max(s_.budget, list_limit_) : 128;
+  capacity_ = scratch_begin_ + max_budget * K;
+  draft_.reset_cache(int(rows_.size()), capacity_);
+}
+
+std::vector<int32_t> SaguaroDrafter::shape_for(const Row& row) const {
+  const bool backup = row.source == SpeculationSource::Backup;
+  const FanoutSpec& spec = backup ? s_.backup_fanout : s_.fanout;
+  const FanoutEstimator& stats = backup ? backup_stats_ : primary_stats_;
+  const double alpha = s_.alpha >= 0 ? s_.alpha : stats.acceptance(0.7);
+  const double r = s_.r >= 0 ? s_.r : stats.power_law_r(0.7);
+  int active = 0;
+  for (const Row& x : rows_) active += x.active ? 1 : 0;
+  const int budget = spec.budget > 0 ? spec.budget : current_budget(std::max(active, 1));
+  std::vector<int> shape = resolve_fanout(spec, s_.lookahead, budget, alpha, r);
+  return std::vector<int32_t>(shape.begin(), shape.end());
+}
+
+int32_t SaguaroDrafter::sample(Row& row, const float* logits, int fanout_here,
+                               std::vector<float>* probs_out) {
+  if (s_.draft_temperature == 0.0) {
+    const int32_t token = argmax(logits, vocab_);
+    if (probs_out && target_temperature_ > 0.0) {
+      // A greedy draft's distribution is one-hot; a sampling target needs it to verify.
+      probs_out->resize(probs_out->size() + vocab_, 0.0f);
+      (*probs_out)[probs_out->size() - vocab_ + token] = 1.0f;
+    }
+    return token;
+  }
+  // Definition 14: the draft samples from sigma_{F,C}, and that exact distribution is what the
+  // target verifies against, so the output stays lossless.
+  saguaro_distribution(logits, vocab_, s_.draft_temperature, fanout_here, s_.saguaro_c, probs_);
+  const int32_t token =
+      sample_from(probs_, uniform01(s_.seed, sampling_stream(row.sequence) + 2, row.draws++));
+  if (probs_out && target_temperature_ > 0.0)
+    probs_out->insert(probs_out->end(), probs_.begin(), probs_.end());
+  return token;
+}
+
+void SaguaroDrafter::draft_primary(const std::vector<int>& rows, SpeculationMessage& spec,
+                                   const std::vector<int>& slots) {
+  const int K = s_.lookahead;
+  std::vector<std::vector<int32_t>> shapes;
+  for (int r : rows) {
+    rows_[r].source = SpeculationSource::Primary;
+    shapes.push_back(shape_for(rows_[r]));
+    rows_[r].spec.clear();
+    rows_[r].lists.assign(K + 1, {});
+  }
+  for (int step = 0; step < K; ++step) {
+    ForwardBatch batch;
+    for (int r : rows) {
+      Row& row = rows_[r];
+      const int len = int(row.tokens.size());
+      if (step == 0) {
+        std::vector<int32_t> pending(row.tokens.begin() + row.cached, row.tokens.end());
+        batch.add_causal(r, row.cached, pending, ForwardBatch::Logits::Last);
+      } else {
+        batch.add_causal(r, len + step - 1, {row.spec.back()}, ForwardBatch::Logits::All);
+      }
+    }
+    draft_.forward(batch, logits_);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      Row& row = rows_[rows[i]];
+      const float* l = logits_.data() + i * vocab_;
+      row.lists[step] = top_tokens(l, vocab_, list_limit_, -1);
+      SequenceSpeculation& out = spec.sequences[slots[i]];
+      const int32_t token = sample(row, l, shapes[i][step], &out.probs);
+      row.spec.push_back(token);
+      out.tokens.push_back(token);
+    }
+  }
+  for (int r : rows) {
+    rows_[r].cached = int(rows_[r].tokens.size());
+    rows_[r].spec_cached = K - 1;
+  }
+}
+
+SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
+  const int K = s_.lookahead;
+  SpeculationMessage spec;
+  spec.round = outcome.round;
+  spec.vocab = vocab_;
+  spec.cache_build_s = last_build_s_;
+  spec.branches = last_branches_;
+  spec.budget = last_budget_;
+  spec.sequences.resize(outcome.sequences.size());
+  std::vector<int> misses, miss_slots;
+  for (Row& row : rows_) row.active = false;
+  if (window_started_at_ > 0) {
+    const double arrival = arrival_seen_at_ >= 0 ? arrival_seen_at_ : global_now();
+    verify_window_sum_ += arrival - window_started_at_;
+    windows_ += 1;
+    window_s_ = arrival - window_started_at_;
+    window_started_at_ = -1.0;
+  }
+
+  for (size_t i = 0; i < outcome.sequences.size(); ++i) {
+    const SequenceOutcome& o = outcome.sequences[i];
+    Row& row = rows_.at(o.row);
+    row.active = true;
+    SequenceSpeculation& out = spec.sequences[i];
+    out.row = o.row;
+    out.fanout = row.fanout;
+    const int len = int(row.tokens.size());
+    if (row.source == SpeculationSource::Initial) {
+      row.tokens.push_back(o.bonus);
+    } else {
+      if (o.accepted < 0 || o.accepted > K) throw std::runtime_error("Saguaro: bad outcome");
+      const int32_t excluded = o.accepted < K ? row.spec[o.accepted] : -1;
+      const std::vector<int32_t>& list = row.lists[o.accepted];
+      int rank = 0, seen = 0;
+      for (int32_t t : list) {
+        if (t == excluded) continue;
+        ++seen;
+        if (t == o.bonus) {
+          rank = seen;
+          break;
+        }
+      }
+      out.bonus_rank = rank;
+      const bool was_backup = row.source == SpeculationSource::Backup;
+      (was_backup ? backup_stats_ : primary_stats_)
+          .observe(o.accepted, K, rank, int(list.size()) - (excluded >= 0 ? 1 : 0));
+      (was_backup ? backup_rounds_ : primary_rounds_) += 1;
+      (was_backup ? backup_accepted_ : primary_accepted_) += o.accepted;
+      row.tokens.insert(row.tokens.end(), row.spec.begin(), row.spec.begin() + o.accepted);
+      row.tokens.push_back(o.bonus);
+      row.cached = len + o.accepted;  // the glue step cached the whole speculation
+      if (int(row.tokens.size()) != o.length)
+        throw std::runtime_error("Saguaro: sequence length disagrees with the target's");
+      ++lookups_;
+      auto hit = row.cache.find({o.accepted, o.bonus});
+      if (hit != row.cache.end()) {
+        ++hits_;
+        Branch& b = row.branches[hit->second];
+        // Move t, b_1 .. b_{K-1} from their scratch slots behind the accepted prefix.
+        draft_.kv_move(o.row, b.base_slot, o.row, len + o.accepted, K);
+        row.cached = len + o.accepted + 1;
+        row.spec = b.tokens;
+        row.spec_cached = K - 1;
+        row.lists = std::move(b.lists);
+        row.lists.resize(K + 1);
+        row.source = SpeculationSource::CacheHit;
+        out.cache_hit = true;
+        out.source = SpeculationSource::CacheHit;
+        out.tokens = row.spec;
+        out.probs = std::move(b.probs);
+        continue;
+      }
+    }
+    if (int(row.tokens.size()) != o.length)
+      throw std::runtime_error("Saguaro: sequence length disagrees with the target's");
+    misses.push_back(o.row);
+    miss_slots.push_back(int(i));
+  }
+  for (Row& row : rows_) {
+    row.cache.clear();
+    row.branches.clear();
+  }
+  if (misses.empty()) return spec;
+
+  // Cache misses: the whole batch waits for them, so Theorem 17 picks the speculator.
+  const double start = global_now();
+  SpeedupInputs measured;
+  measured.p_hit = lookups_ ? double(hits_) / double(lookups_) : 0.0;
+  measured.e_hit = 1.0 + (primary_rounds_ ? double(primary_accepted_) / primary_rounds_ : 0.0);
+  measured.e_miss = 1.0 + (backup_rounds_ ? double(backup_accepted_) / backup_rounds_ : 0.0);
+  const double window = windows_ ? verify_window_sum_ / double(windows_) : 0.0;
+  measured.t_p = window > 0 && primary_drafts_ ? primary_draft_s_ / primary_drafts_ / window : 0.0;
+  measured.t_b = window > 0 && backup_drafts_ ? backup_draft_s_ / backup_drafts_ / window : 0.0;
+  bool initial = false;
+  for (int r : misses) initial |= rows_[r].source == SpeculationSource::Initial;
+  const FallbackKind kind =
+      initial ? FallbackKind::Primary
+              : policy_.choose(s_.batch_size, measured, int(primary_rounds_ + backup_rounds_));
+  if (kind == FallbackKind::Primary) {
+    draft_primary(misses, spec, miss_slots);
+    for (int slot : miss_slots) spec.sequences[slot].source = SpeculationSource::Primary;
+    primary_draft_s_ += global_now() - start;
+    primary_drafts_ += 1;
+  } else {
+    for (size_t i = 0; i < misses.size(); ++i) {
+      Row& row = rows_[misses[i]];
+      SequenceSpeculation& out = spec.sequences[miss_slots[i]];
+      const bool want_probs = target_temperature_ > 0.0;
+      BackupProposal p = s_.backup == "ngram"
+                             ? ngram_backup(row.tokens, K, vocab_, 3, want_probs)
+                             : random_backup(K, vocab_, s_.seed, sampling_stream(row.sequence) + 3,
+                                             row.draws, want_probs);
+      row.spec = p.tokens;
+      row.spec_cached = 0;
+      row.lists.assign(K + 1, {});
+      row.source = SpeculationSource::Backup;
+      out.source = SpeculationSource::Backup;
+      out.tokens = std::move(p.tokens);
+      out.probs = std::move(p.probs);
+    }
+    backup_draft_s_ += global_now() - start;
+    backup_drafts_ += 1;
+  }
+  spec.fallback_s = global_now() - start;
+  return spec;
+}
+
+void serve_saguaro(PeerLink& link, SaguaroDrafter& drafter) {
+  for (;;) {
+    StartMessage start;
+    link.receive(MessageTag::Start, start);
+    if (start.group < 0) break;
+    drafter.start(start);
+    double idle_since = global_now();
+    for (;;) {
+      OutcomeMessage outcome;
+      link.receive(MessageTag::Outcome, outcome);
+      if (outcome.stop) break;
+      const double begin = global_now();
+      SpeculationMessage spec = drafter.respond(outcome);
+      spec.draft_start_s = begin;
+      spec.draft_end_s = global_now();
+      spec.draft_idle_s = begin - idle_since;
+      link.send(MessageTag::Speculation, spec);
+      // The verification window: build the next round's cache while the target verifies.
+      drafter.build_cache(link, spec.draft_end_s);
+      idle_since = global_now();
+    }
+  }
+  link.finish_sends();
+}
+
+}  // namespace ssd

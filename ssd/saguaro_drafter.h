@@ -1,0 +1,112 @@
+// SaguaroDrafter: the draft rank of speculative speculative decoding (paper §3-4, Algorithm 1).
+// After sending speculation s^T it builds the speculation cache for round T+1 while the target
+// verifies: for every sequence and every k in 0..K it guesses the F_k likeliest bonus tokens
+// (Theorem 12's fan-out) and drafts K tokens after each in one batched forward per step, every
+// branch attending to the committed prefix, s_1..s_k and its own path (Figure 8). When the
+// outcome (k, t) arrives, a hit returns the cached speculation at once; a miss falls back to
+// the primary (just-in-time drafting) or a backup speculator (Theorem 17).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "comm/messages.h"
+#include "comm/peer_link.h"
+#include "ssd/fallback.h"
+#include "ssd/fanout.h"
+#include "ssd/model_group.h"
+
+namespace ssd {
+
+struct SaguaroSettings {
+  int lookahead = 4;               // K
+  double draft_temperature = 0.0;  // 0 = greedy drafting
+  uint64_t seed = 0;
+  FanoutSpec fanout;              // primary shape (after a primary-drafted round)
+  FanoutSpec backup_fanout;       // shape after a backup-drafted round
+  double alpha = -1.0;            // acceptance for geometric fan-out; < 0 = estimate
+  double r = -1.0;                // power-law exponent; < 0 = estimate
+  int budget = 0;                 // total fan-out per sequence; 0 = auto (verification window)
+  double saguaro_c = 1.0;         // Definition 14's C
+  std::string fallback = "auto";  // primary | backup | auto
+  std::string backup = "random";  // random | ngram
+  int batch_size = 1;
+};
+
+class SaguaroDrafter {
+ public:
+  SaguaroDrafter(ModelGroup& draft, const SaguaroSettings& settings);
+
+  void start(const StartMessage& m);
+  // Answers an outcome: cache hits at once, misses through the fallback.
+  SpeculationMessage respond(const OutcomeMessage& outcome);
+  // Builds the cache for the next round; polls `link` between steps only to time the
+  // verification window (the outcome is received by the caller afterwards).
+  void build_cache(PeerLink& link, double speculation_sent_at);
+
+ private:
+  struct Branch {
+    int k = 0;
+    int32_t root = 0;                         // the guessed bonus token t
+    int base_slot = 0;                        // scratch slots of t, b_1 .. b_{K-1}
+    std::vector<int32_t> tokens;              // b_1..b_K
+    std::vector<float> probs;                 // K rows, when the target samples
+    std::vector<std::vector<int32_t>> lists;  // top candidates of each b_i's distribution
+  };
+  struct Row {
+    int sequence = 0;
+    std::vector<int32_t> tokens;  // committed
+    int cached = 0;               // committed tokens with K/V in slots [0, cached)
+    std::vector<int32_t> spec;    // the speculation the target is verifying
+    int spec_cached = 0;          // of which K/V in slots [len, len + spec_cached)
+    SpeculationSource source = SpeculationSource::Initial;
+    // Candidate lists (top tokens of the draft's logits) at positions 1..K+1 of the spec;
+    // an empty list means not known yet (the glue step computes it).
+    std::vector<std::vector<int32_t>> lists;
+    std::vector<int32_t> fanout;                   // F_0..F_K of the cache built for this spec
+    std::map<std::pair<int, int32_t>, int> cache;  // (k, t) -> branch
+    std::vector<Branch> branches;
+    uint64_t draws = 0;
+    bool active = true;
+  };
+
+  // Drafts K tokens just in time for `rows` (primary fallback and the first round).
+  void draft_primary(const std::vector<int>& rows, SpeculationMessage& spec,
+                     const std::vector<int>& slots);
+  int32_t sample(Row& row, const float* logits, int fanout_here, std::vector<float>* probs_out);
+  std::vector<int32_t> shape_for(const Row& row) const;
+  int current_budget(int rows) const;
+  void glue(const std::vector<int>& rows);
+
+  ModelGroup& draft_;
+  SaguaroSettings s_;
+  int vocab_ = 0;
+  int list_limit_ = 64;  // candidates examined per position (ranks beyond count as 0)
+  double target_temperature_ = 0.0;
+  std::vector<Row> rows_;
+  int scratch_begin_ = 0;  // first scratch slot offset past len + K
+  int capacity_ = 0;
+  FanoutEstimator primary_stats_, backup_stats_;
+  FallbackPolicy policy_;
+  // Timing model of one branch step (seconds = a + b * rows) and the verification window.
+  double step_a_ = 0.0, step_b_ = 0.0, window_s_ = 0.0, glue_s_ = 0.0;
+  int step_samples_ = 0;
+  double sx_ = 0.0, sy_ = 0.0, sxx_ = 0.0, sxy_ = 0.0;
+  double last_build_s_ = 0.0;
+  double window_started_at_ = -1.0, arrival_seen_at_ = -1.0;
+  int last_branches_ = 0, last_budget_ = 0;
+  // Measured for Theorem 17's inputs.
+  int64_t hits_ = 0, lookups_ = 0;
+  double primary_draft_s_ = 0.0, backup_draft_s_ = 0.0, verify_window_sum_ = 0.0;
+  int64_t primary_drafts_ = 0, backup_drafts_ = 0, windows_ = 0;
+  int64_t primary_rounds_ = 0, primary_accepted_ = 0, backup_rounds_ = 0, backup_accepted_ = 0;
+  std::vector<float> logits_, probs_;
+};
+
+// The draft rank's loop for --mode ssd: answer each outcome, then build the next cache.
+void serve_saguaro(PeerLink& link, SaguaroDrafter& drafter);
+
+}  // namespace ssd

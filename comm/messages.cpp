@@ -64,6 +64,7 @@ std::vector<uint8_t> encode(const StartMessage& m) {
   w.put(m.lookahead);
   w.put(m.temperature);
   w.put(m.seed);
+  w.put<uint8_t>(m.synthetic);
   w.put_vector(m.sequence_ids);
   w.put<uint64_t>(m.prompts.size());
   for (const auto& p : m.prompts) w.put_vector(p);
@@ -77,6 +78,7 @@ void decode(const std::vector<uint8_t>& bytes, StartMessage& m) {
   m.lookahead = r.get<int32_t>();
   m.temperature = r.get<double>();
   m.seed = r.get<uint64_t>();
+  m.synthetic = r.get<uint8_t>() != 0;
   m.sequence_ids = r.get_vector<int32_t>();
   const uint64_t n = r.get<uint64_t>();
   if (n > bytes.size()) throw std::runtime_error("message: bad prompt count");
@@ -121,6 +123,7 @@ std::vector<uint8_t> encode(const SpeculationMessage& m) {
     w.put(s.source);
     w.put(s.bonus_rank);
     w.put_vector(s.fanout);
+    w.put(s.resolved_bonus);
     w.put_vector(s.tokens);
     w.put_vector(s.probs);
   }
@@ -147,6 +150,7 @@ void decode(const std::vector<uint8_t>& bytes, SpeculationMessage& m) {
     s.source = r.get<SpeculationSource>();
     s.bonus_rank = r.get<int32_t>();
     s.fanout = r.get_vector<int32_t>();
+    s.resolved_bonus = r.get<int32_t>();
     s.tokens = r.get_vector<int32_t>();
     s.probs = r.get_vector<float>();
   }

@@ -24,6 +24,7 @@ struct StartMessage {
   int32_t lookahead = 0;  // K
   double temperature = 0.0;
   uint64_t seed = 0;
+  bool synthetic = false;             // outcomes are drawn (bonus tokens arrive as ranks)
   std::vector<int32_t> sequence_ids;  // global prompt index of each batch row
   std::vector<std::vector<int32_t>> prompts;
 };
@@ -31,8 +32,12 @@ struct StartMessage {
 struct SequenceOutcome {
   int32_t row = 0;       // batch row
   int32_t accepted = 0;  // k: draft tokens accepted last round
-  int32_t bonus = 0;     // the token the target sampled after them
+  int32_t bonus = 0;     // the token the target sampled after them; -1: see bonus_rank
   int32_t length = 0;    // tokens committed (prompt + generated) including the bonus
+  // Synthetic outcomes: the bonus is the draft's rank-th candidate at position k (1-based,
+  // s_{k+1} excluded); the draft resolves it and returns the token with its next speculation.
+  int32_t bonus_rank = 0;
+  int32_t finishing = 0;  // 1: the sequence ended; resolve its bonus, draft nothing
 };
 
 struct OutcomeMessage {
@@ -54,6 +59,7 @@ struct SequenceSpeculation {
   // rate for any fan-out offline, paper Figure 3).
   int32_t bonus_rank = 0;
   std::vector<int32_t> fanout;  // F_0..F_K of the cache this outcome was looked up in
+  int32_t resolved_bonus = -1;  // synthetic outcomes: the token last round's rank stood for
   std::vector<int32_t> tokens;  // K draft tokens
   std::vector<float> probs;     // K * vocab draft probabilities, empty when greedy
 };

@@ -112,6 +112,11 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
       ->group(ssd)
       ->check(CLI::IsMember({"random", "ngram"}))
       ->capture_default_str();
+  app.add_option("--outcomes", c.outcomes,
+                 "real, or synthetic:alpha=A,r=R: forward passes stay real, verification "
+                 "outcomes are drawn (acceptance A per token, bonus rank power law R)")
+      ->group(decoding)
+      ->capture_default_str();
   const std::string ranks = "Ranks";
   app.add_option("--target-tp", c.target_tp, "Target tensor-parallel ranks (T)")
       ->group(ranks)
@@ -254,6 +259,7 @@ std::vector<std::pair<std::string, std::string>> describe(const RunConfig& c) {
       {"saguaro_c", str(c.saguaro_c)},
       {"fallback", c.fallback},
       {"backup", c.backup},
+      {"outcomes", c.outcomes},
       {"batch_size", str(c.batch_size)},
       {"max_new_tokens", str(c.max_new_tokens)},
       {"temperature", str(c.temperature)},

@@ -35,6 +35,7 @@ struct RunConfig {
   double saguaro_c = 1.0;
   std::string fallback = "auto";
   std::string backup = "random";
+  std::string outcomes = "real";  // real | synthetic:alpha=A,r=R
   // Prompts
   std::string prompts_file;  // JSONL, {"ids": [...]} per line; empty = random prompts
   int num_prompts = 0;       // 0 = one batch

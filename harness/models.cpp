@@ -78,6 +78,43 @@ double auto_or_number(const std::string& flag, const std::string& value, double 
 
 }  // namespace
 
+OutcomeModel outcome_model(const RunConfig& c) {
+  OutcomeModel m;
+  if (c.outcomes == "real") return m;
+  const std::string prefix = "synthetic:";
+  const std::string expected =
+      "--outcomes: expected real or synthetic:alpha=A,r=R with A in [0, 1] "
+      "and R > 0, got '" +
+      c.outcomes + "'";
+  if (c.outcomes.rfind(prefix, 0) != 0) throw InputError(expected);
+  if (c.mode == "ar") throw InputError("--outcomes: synthetic outcomes need --mode sd or ssd");
+  m.synthetic = true;
+  bool have_alpha = false, have_r = false;
+  std::string rest = c.outcomes.substr(prefix.size());
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string item = rest.substr(0, comma);
+    rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) throw InputError(expected);
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end != '\0') throw InputError(expected);
+    if (key == "alpha" && v >= 0 && v <= 1) {
+      m.alpha = v;
+      have_alpha = true;
+    } else if (key == "r" && v > 0) {
+      m.r = v;
+      have_r = true;
+    } else {
+      throw InputError(expected);
+    }
+  }
+  if (!have_alpha || !have_r) throw InputError(expected);
+  return m;
+}
+
 SaguaroSettings saguaro_settings(const RunConfig& c) {
   SaguaroSettings s;
   s.lookahead = c.lookahead;

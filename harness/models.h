@@ -7,6 +7,7 @@
 #include "harness/cli.h"
 #include "model/weights.h"
 #include "ssd/saguaro_drafter.h"
+#include "ssd/speculative.h"
 
 namespace ssd {
 
@@ -20,6 +21,9 @@ bool draft_is_separate(const RunConfig& config);
 // --target and --draft; errors name the flag. perturb:SIGMA wraps the target's source.
 std::unique_ptr<WeightSource> open_target(const RunConfig& config);
 std::unique_ptr<WeightSource> open_draft(const RunConfig& config, const ModelConfig& target);
+
+// --outcomes, validated; synthetic outcomes only with --mode sd or ssd.
+OutcomeModel outcome_model(const RunConfig& config);
 
 // The SSD flags, validated (errors name the flag).
 SaguaroSettings saguaro_settings(const RunConfig& config);

@@ -61,17 +61,20 @@ void Report::header(const RunInfo& info, const RunConfig& config, const ModelSum
     out_ << " " << name << "=" << value;
   }
   out_ << "\n";
+  if (config.outcomes != "real")
+    out_ << "# SYNTHETIC OUTCOMES (" << config.outcomes
+         << "): forward passes are real, verification outcomes are drawn\n";
   describe_model(out_, "target", target);
   if (draft) describe_model(out_, "draft", *draft);
   out_ << "#\n";
   out_ << "# rank layout:\n";
   out_ << "#  " << std::setw(5) << "rank"
-       << "  " << std::left << std::setw(16) << "role" << std::setw(20) << "host" << std::right
+       << "  " << std::left << std::setw(24) << "role" << std::setw(20) << "host" << std::right
        << std::setw(8) << "pid"
        << "  " << std::left << std::setw(32) << "device" << std::right << std::setw(8) << "threads"
        << "\n";
   for (const RankInfo& r : info.ranks)
-    out_ << "#  " << std::setw(5) << r.rank << "  " << std::left << std::setw(16) << r.role
+    out_ << "#  " << std::setw(5) << r.rank << "  " << std::left << std::setw(24) << r.role
          << std::setw(20) << r.host << std::right << std::setw(8) << r.pid << "  " << std::left
          << std::setw(32) << r.device.substr(0, 31) << std::right << std::setw(8) << r.threads
          << "\n";

@@ -45,7 +45,8 @@ void write_metadata(ResultFile& file, const std::vector<std::string>& argv, cons
   file.set_attr("/", "gpu_model", info.gpu_model);
   file.set_attr("/", "start_time", info.start_time);
   file.set_attr("/", "end_time", iso_time_now());
-  file.set_attr("/", "synthetic_outcomes", int64_t(0));
+  file.set_attr("/", "synthetic_outcomes", int64_t(config.outcomes == "real" ? 0 : 1));
+  file.set_attr("/", "outcomes", config.outcomes);
   for (const auto& [name, version] : info.libraries) file.set_attr("/libraries", name, version);
 
   write_model(file, "/models/target", target);

@@ -61,7 +61,7 @@ RunRecords run_repetitions(const RunConfig& c, const Prompts& prompts, ModelGrou
   settings.temperature = c.temperature;
   settings.seed = c.seed;
   settings.ignore_eos = c.ignore_eos;
-  SpeculativeSettings speculative{settings, c.lookahead};
+  SpeculativeSettings speculative{settings, c.lookahead, outcome_model(c)};
 
   const double clock_zero = global_now();
   RunRecords records;
@@ -103,6 +103,7 @@ int run_benchmark(const Cli& cli) {
     if (config.mode != "ar") draft_source = open_draft(config, target_source->config());
     prompts = make_prompts(config, target_source->config());
     if (config.mode == "ssd") saguaro = saguaro_settings(config);
+    outcome_model(config);  // validates --outcomes on every rank
   });
 
   CpuBackend backend(config.threads,

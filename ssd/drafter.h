@@ -28,14 +28,21 @@ class Drafter {
     std::vector<int32_t> draft;   // last round's draft
     int sequence = 0;             // prompt index (random stream)
     uint64_t draws = 0;
+    uint64_t resolve_draws = 0;
+    int draft_cached = 0;  // draft tokens whose K/V drafting wrote (K-1, or K)
+    // Synthetic outcomes: the top candidates at positions 0..K of the last draft.
+    std::vector<std::vector<int32_t>> lists;
   };
-  void apply(const SequenceOutcome& o);
+  // Applies an outcome; returns the bonus token (resolved from its rank when synthetic).
+  int32_t apply(const SequenceOutcome& o);
+  void resolve_last_position(const OutcomeMessage& outcome);
 
   ModelGroup& draft_;
   double temperature_;
   uint64_t seed_;
   int lookahead_ = 0;
   double target_temperature_ = 0.0;
+  bool synthetic_ = false;
   std::vector<Row> rows_;
   std::vector<float> logits_, probs_;
 };

@@ -9,6 +9,7 @@
 #include "ssd/backup_speculator.h"
 #include "ssd/saguaro_sampling.h"
 #include "ssd/sampling.h"
+#include "ssd/synthetic_outcome.h"
 
 namespace ssd {
 
@@ -147,11 +148,20 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
       if (o.accepted < 0 || o.accepted > K) throw std::runtime_error("Saguaro: bad outcome");
       const int32_t excluded = o.accepted < K ? row.spec[o.accepted] : -1;
       const std::vector<int32_t>& list = row.lists[o.accepted];
+      int32_t bonus = o.bonus;
+      if (bonus < 0) {
+        // Synthetic outcome: the bonus is our rank-th candidate at position k.
+        UniformStream u{s_.seed, sampling_stream(row.sequence) + 3, row.resolve_draws};
+        bonus = resolve_ranked_bonus(list, excluded, o.bonus_rank, vocab_, u);
+        row.resolve_draws = u.counter;
+        out.resolved_bonus = bonus;
+      }
+
       int rank = 0, seen = 0;
       for (int32_t t : list) {
         if (t == excluded) continue;
         ++seen;
-        if (t == o.bonus) {
+        if (t == bonus) {
           rank = seen;
           break;
         }
@@ -163,12 +173,18 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
       (was_backup ? backup_rounds_ : primary_rounds_) += 1;
       (was_backup ? backup_accepted_ : primary_accepted_) += o.accepted;
       row.tokens.insert(row.tokens.end(), row.spec.begin(), row.spec.begin() + o.accepted);
-      row.tokens.push_back(o.bonus);
+      row.tokens.push_back(bonus);
       row.cached = len + o.accepted;  // the glue step cached the whole speculation
       if (int(row.tokens.size()) != o.length)
         throw std::runtime_error("Saguaro: sequence length disagrees with the target's");
       ++lookups_;
-      auto hit = row.cache.find({o.accepted, o.bonus});
+      auto hit = row.cache.find({o.accepted, bonus});
+      if (o.finishing) {  // the sequence ended: record how its last outcome fared, no more
+        out.cache_hit = hit != row.cache.end();
+        hits_ += out.cache_hit ? 1 : 0;
+        row.active = false;
+        continue;
+      }
       if (hit != row.cache.end()) {
         ++hits_;
         Branch& b = row.branches[hit->second];

@@ -70,6 +70,7 @@ class SaguaroDrafter {
     std::map<std::pair<int, int32_t>, int> cache;  // (k, t) -> branch
     std::vector<Branch> branches;
     uint64_t draws = 0;
+    uint64_t resolve_draws = 0;
     bool active = true;
   };
 

@@ -1,6 +1,7 @@
 #include "ssd/speculative.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "comm/clock.h"
 #include "ssd/sampling.h"
@@ -15,7 +16,21 @@ struct RowState {
   int32_t last = 0;  // the newest token, not yet in the target's cache
   int accepted = 0;  // k of the previous round, sent to the draft
   UniformStream uniforms;
+  // Synthetic outcomes: the bonus is known as a rank until the draft names the token.
+  int pending_rank = 0;
+  int pending_index = -1;  // its place in the generated tokens, -1 when none is pending
 };
+
+// Draws a synthetic outcome (see OutcomeModel): k accepted, and the bonus as a rank.
+Verdict draw_synthetic(const OutcomeModel& m, int K, UniformStream& u, int& rank) {
+  Verdict v;
+  while (v.accepted < K && u.next() < m.alpha) ++v.accepted;
+  // P(rank >= j) = j^(-r) for j >= 1, so rank = floor(U^(-1/r)) with U uniform on (0, 1].
+  const double U = 1.0 - u.next();
+  rank = int(std::min(1e9, std::floor(std::pow(U, -1.0 / m.r))));
+  v.bonus = -1;
+  return v;
+}
 
 }  // namespace
 
@@ -51,6 +66,7 @@ RepTotals run_speculative(ModelGroup& target, DraftEndpoint& draft,
     start.lookahead = K;
     start.temperature = s.temperature;
     start.seed = s.seed;
+    start.synthetic = settings.outcomes.synthetic;
     for (int r = 0; r < rows; ++r) {
       start.sequence_ids.push_back(first + r);
       start.prompts.push_back(prompts[first + r]);
@@ -96,10 +112,11 @@ RepTotals run_speculative(ModelGroup& target, DraftEndpoint& draft,
       outcome.round = round;
       outcome.temperature = s.temperature;
       for (int r = 0; r < rows; ++r)
-        if (!state[r].done)
+        if (!state[r].done || state[r].pending_index >= 0)
           outcome.sequences.push_back(
               {r, state[r].accepted, state[r].last,
-               int32_t(prompts[first + r].size() + generated[state[r].sequence].size())});
+               int32_t(prompts[first + r].size() + generated[state[r].sequence].size()),
+               state[r].pending_index >= 0 ? state[r].pending_rank : 0, state[r].done ? 1 : 0});
       if (outcome.sequences.empty()) {
         outcome.stop = true;
         draft.finish_group(outcome);
@@ -122,10 +139,26 @@ RepTotals run_speculative(ModelGroup& target, DraftEndpoint& draft,
           previous.cache_build_s = spec.cache_build_s;
         }
 
+      // Synthetic outcomes: the draft has named last round's bonus tokens.
+      for (const SequenceSpeculation& sp : spec.sequences) {
+        RowState& row = state[sp.row];
+        if (row.pending_index < 0) continue;
+        generated[row.sequence][row.pending_index] = sp.resolved_bonus;
+        row.last = sp.resolved_bonus;
+        row.pending_index = -1;
+        if (records && last_record[sp.row] >= 0)
+          records->rounds[last_record[sp.row]].bonus = sp.resolved_bonus;
+      }
+      std::vector<const SequenceSpeculation*> drafted;
+      for (const SequenceSpeculation& sp : spec.sequences)
+        if (!sp.tokens.empty()) drafted.push_back(&sp);
+      if (drafted.empty()) continue;  // only finished sequences' bonuses were resolved
+
       // Verify: the newest token plus the K draft tokens, K+1 logits rows per sequence.
       const double verify_start = global_now();
       ForwardBatch verify;
-      for (const SequenceSpeculation& sp : spec.sequences) {
+      for (const SequenceSpeculation* spp : drafted) {
+        const SequenceSpeculation& sp = *spp;
         std::vector<int32_t> tokens{state[sp.row].last};
         tokens.insert(tokens.end(), sp.tokens.begin(), sp.tokens.end());
         verify.add_causal(sp.row, length[sp.row], tokens, ForwardBatch::Logits::All);
@@ -135,12 +168,15 @@ RepTotals run_speculative(ModelGroup& target, DraftEndpoint& draft,
 
       const double accept_start = global_now();
       std::vector<RoundRecord> round_records;
-      for (size_t i = 0; i < spec.sequences.size(); ++i) {
-        const SequenceSpeculation& sp = spec.sequences[i];
+      for (size_t i = 0; i < drafted.size(); ++i) {
+        const SequenceSpeculation& sp = *drafted[i];
         RowState& row = state[sp.row];
         const float* l = logits.data() + i * size_t(K + 1) * vocab;
         Verdict v;
-        if (s.temperature == 0.0) {
+        int rank = 0;
+        if (settings.outcomes.synthetic) {
+          v = draw_synthetic(settings.outcomes, K, row.uniforms, rank);
+        } else if (s.temperature == 0.0) {
           v = verify_greedy(l, sp.tokens.data(), K, vocab);
         } else {
           p_rows.resize(size_t(K + 1) * vocab);
@@ -156,7 +192,14 @@ RepTotals run_speculative(ModelGroup& target, DraftEndpoint& draft,
         int emitted = 0;
         bool open = true;
         for (int j = 0; j < v.accepted && open; ++j, ++emitted) open = emit(sp.row, sp.tokens[j]);
-        if (open) {
+        if (open && v.bonus < 0) {
+          // Synthetic: the token behind the rank arrives with the next speculation.
+          row.pending_rank = rank;
+          row.pending_index = int(generated[row.sequence].size());
+          emit(sp.row, -1);
+          row.last = -1;
+          ++emitted;
+        } else if (open) {
           emit(sp.row, v.bonus);
           ++emitted;
         }

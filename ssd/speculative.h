@@ -11,9 +11,21 @@
 
 namespace ssd {
 
+// --outcomes synthetic:alpha=A,r=R (the CMU proposal's synthetic acceptance): every forward
+// pass stays real, only the verification outcome is drawn: each draft token is accepted with
+// probability A until the first rejection, and the bonus token is the draft's rank-j
+// candidate at position k with P(rank > F) = (F+1)^(-R) (the paper's power law, shifted so
+// that an empty cache always misses).
+struct OutcomeModel {
+  bool synthetic = false;
+  double alpha = 0.8;
+  double r = 1.0;
+};
+
 struct SpeculativeSettings {
   DecodeSettings decode;
   int lookahead = 4;  // K
+  OutcomeModel outcomes;
 };
 
 // One repetition over all prompts, batch_size at a time. Appends step records (the prefill)

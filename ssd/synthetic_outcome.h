@@ -1,0 +1,17 @@
+// The draft's half of synthetic outcomes: turning the rank the target drew into a token.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ssd/verification.h"
+
+namespace ssd {
+
+// The rank-th (1-based) token of `candidates` once `excluded` (s_{k+1}, or -1) is skipped;
+// past the end of the list, a uniformly drawn token that is in neither the list nor excluded
+// (its true rank is beyond what was examined, so it must not be a cached candidate).
+int32_t resolve_ranked_bonus(const std::vector<int32_t>& candidates, int32_t excluded, int rank,
+                             int vocab, UniformStream& uniforms);
+
+}  // namespace ssd

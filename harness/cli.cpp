@@ -154,6 +154,11 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
       ->group(output)
       ->check(CLI::IsMember({"text", "csv", "jsonl"}))
       ->capture_default_str();
+  app.add_option("--progress", c.progress,
+                 "Seconds between '# progress' lines (tokens, elapsed, ETA); 0 = none")
+      ->group(output)
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_flag("--show-tokens", c.show_tokens,
                "Print every sequence's generated token ids after the results")
       ->group(output);

@@ -52,6 +52,7 @@ struct RunConfig {
   bool overwrite = false;
   std::string output_format = "text";
   bool show_tokens = false;
+  double progress = 10.0;  // seconds between progress lines; 0 = none
 };
 
 struct CheckpointConfig {

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -52,6 +53,31 @@ Prompts make_prompts(RunConfig& c, const ModelConfig& mc) {
   return prompts;
 }
 
+// '# progress' lines at most every `every` seconds, so a long run shows it is alive without
+// flooding a Slurm log.
+class Progress {
+ public:
+  Progress(double every, int64_t total) : every_(every), total_(total), start_(now_seconds()) {}
+  void add(int64_t tokens) {
+    done_ += tokens;
+    const double now = now_seconds();
+    if (every_ <= 0 || now - last_ < every_) return;
+    last_ = now;
+    const double elapsed = now - start_;
+    const double eta = done_ > 0 ? elapsed * double(total_ - done_) / double(done_) : 0.0;
+    std::printf("# progress: %lld/%lld decode tokens (%s), elapsed %.0f s, ETA %.0f s\n",
+                (long long)done_, (long long)total_, phase_.c_str(), elapsed, eta);
+    std::fflush(stdout);
+  }
+  void phase(const std::string& name) { phase_ = name; }
+
+ private:
+  double every_;
+  int64_t total_, done_ = 0;
+  double start_, last_ = 0.0;
+  std::string phase_;
+};
+
 // What the target leader measures: warm-up runs, then the recorded repetitions.
 RunRecords run_repetitions(const RunConfig& c, const Prompts& prompts, ModelGroup& target,
                            DraftEndpoint* draft, bool& identical) {
@@ -61,6 +87,12 @@ RunRecords run_repetitions(const RunConfig& c, const Prompts& prompts, ModelGrou
   settings.temperature = c.temperature;
   settings.seed = c.seed;
   settings.ignore_eos = c.ignore_eos;
+  // Decode tokens of all runs, first tokens (from the prefill) excluded: an upper bound.
+  const int64_t total =
+      int64_t(c.warmup + c.reps) * int64_t(prompts.size()) * std::max(0, c.max_new_tokens - 1);
+  Progress progress(c.progress, total);
+  progress.phase("warm-up");
+  settings.on_tokens = [&](int64_t tokens) { progress.add(tokens); };
   SpeculativeSettings speculative{settings, c.lookahead, outcome_model(c)};
 
   const double clock_zero = global_now();
@@ -75,6 +107,7 @@ RunRecords run_repetitions(const RunConfig& c, const Prompts& prompts, ModelGrou
   for (int w = 0; w < c.warmup; ++w) once(-1, nullptr);
   identical = true;
   for (int rep = 0; rep < c.reps; ++rep) {
+    progress.phase("rep " + std::to_string(rep + 1) + "/" + std::to_string(c.reps));
     records.reps.push_back(once(rep, &records));
     if (rep == 0)
       records.generated = generated;

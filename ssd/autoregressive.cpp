@@ -104,6 +104,7 @@ RepTotals run_autoregressive(ModelGroup& target, const std::vector<std::vector<i
       totals.decode_tokens += int64_t(active.size());
       totals.decode_steps += 1;
       totals.per_sequence_decode_tokens += double(active.size()) / rows;
+      if (s.on_tokens) s.on_tokens(int64_t(active.size()));
       if (steps)
         for (int row : active)
           steps->push_back(

@@ -16,6 +16,8 @@ struct DecodeSettings {
   double temperature = 0.0;
   uint64_t seed = 0;
   bool ignore_eos = false;
+  // Called after every decode step or round with the tokens emitted in it (progress lines).
+  std::function<void(int64_t)> on_tokens;
 };
 
 // Monotonic seconds; all records of one run share this clock.

@@ -235,6 +235,11 @@ RepTotals run_speculative(ModelGroup& target, DraftEndpoint& draft,
       const double end = global_now();
       totals.decode_s += end - round_start;
       totals.decode_steps += 1;
+      if (s.on_tokens) {
+        int64_t emitted = 0;
+        for (const RoundRecord& rr : round_records) emitted += rr.tokens;
+        s.on_tokens(emitted);
+      }
       totals.draft_s += timing.draft_s;
       totals.verify_s += verify_s;
       if (records)

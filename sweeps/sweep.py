@@ -1,0 +1,199 @@
+"""Sweep files: a TOML grid of ssd-bench runs, expanded, run locally with mpirun or as one
+Slurm job array, resumable. See sweeps/README.md for the file format."""
+import hashlib
+import itertools
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass, field
+
+import h5py
+
+# Flags that only mean something for some modes; dropped elsewhere so that, e.g., an AR run
+# is not repeated once per lookahead of the grid.
+SPECULATIVE_ONLY = {"draft", "lookahead", "draft-temperature", "draft-placement", "outcomes"}
+SSD_ONLY = {"fanout", "fanout-backup", "fanout-alpha", "fanout-r", "budget", "saguaro-c",
+            "fallback", "backup"}
+SWEEP_KEYS = {"name", "description", "defaults", "grid", "runs", "launcher"}
+
+
+class SweepError(Exception):
+    pass
+
+
+@dataclass
+class Run:
+    flags: dict
+    ranks: int
+    run_id: str = ""
+    out: str = ""
+    label: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def argv(self, binary):
+        args = [binary]
+        for key, value in self.flags.items():
+            if isinstance(value, bool):
+                if value:
+                    args.append(f"--{key}")
+            else:
+                args += [f"--{key}", str(value)]
+        return args + ["--out", self.out, "--overwrite"]
+
+
+def load(path):
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except FileNotFoundError:
+        raise SweepError(f"{path}: no such sweep file")
+    except tomllib.TOMLDecodeError as e:
+        raise SweepError(f"{path}: not valid TOML: {e}")
+    unknown = set(doc) - SWEEP_KEYS
+    if unknown:
+        raise SweepError(f"{path}: unknown top-level keys {sorted(unknown)} "
+                         f"(expected {sorted(SWEEP_KEYS)})")
+    if "name" not in doc:
+        raise SweepError(f"{path}: missing 'name'")
+    for key, values in doc.get("grid", {}).items():
+        if not isinstance(values, list) or not values:
+            raise SweepError(f"{path}: grid.{key} must be a non-empty list")
+    return doc
+
+
+def ranks_for(flags):
+    """MPI ranks a run needs: the target's TP group, plus a draft rank when the draft is separate."""
+    tp = int(flags.get("target-tp", 1))
+    mode = flags.get("mode", "ar")
+    placement = flags.get("draft-placement", "auto")
+    separate = mode == "ssd" or (mode == "sd" and placement == "separate")
+    return tp + (1 if separate else 0)
+
+
+def normalise(flags):
+    mode = flags.get("mode", "ar")
+    out = {}
+    for key, value in flags.items():
+        if mode == "ar" and (key in SPECULATIVE_ONLY or key in SSD_ONLY):
+            continue
+        if mode == "sd" and key in SSD_ONLY:
+            continue
+        out[key] = value
+    return out
+
+
+def expand(doc, out_dir):
+    defaults = doc.get("defaults", {})
+    grid = doc.get("grid", {})
+    keys = list(grid)
+    combos = [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
+    combos += doc.get("runs", [])
+    runs, seen = [], set()
+    for combo in combos or [{}]:
+        flags = normalise({**defaults, **combo})
+        key = json.dumps(flags, sort_keys=True)
+        if key in seen:
+            continue
+        seen.add(key)
+        run_id = hashlib.sha1(key.encode()).hexdigest()[:10]
+        label = " ".join(f"{k}={v}" for k, v in combo.items() if k in flags)
+        runs.append(Run(flags, ranks_for(flags), run_id,
+                        os.path.join(out_dir, "runs", f"{run_id}.h5"), label))
+    return runs
+
+
+def is_complete(path):
+    """A result file counts only if the writer committed it (root attribute complete == 1)."""
+    try:
+        with h5py.File(path, "r") as f:
+            return int(f.attrs.get("complete", 0)) == 1
+    except (OSError, KeyError):
+        return False
+
+
+def write_index(doc, runs, out_dir):
+    index = {"name": doc["name"], "description": doc.get("description", ""),
+             "runs": [{"id": r.run_id, "file": os.path.relpath(r.out, out_dir), "ranks": r.ranks,
+                       "flags": r.flags, "complete": is_complete(r.out)} for r in runs]}
+    path = os.path.join(out_dir, "index.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(index, f, indent=1)
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def launcher_prefix(doc, ranks, mpiexec):
+    launcher = doc.get("launcher", {})
+    extra = launcher.get("mpiexec_args", ["--oversubscribe"])
+    prefix = [mpiexec, "-np", str(ranks), *extra]
+    if os.geteuid() == 0 and "--allow-run-as-root" not in prefix:
+        prefix.insert(1, "--allow-run-as-root")
+    return prefix
+
+
+def fmt_seconds(s):
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def run_local(doc, runs, out_dir, binary, mpiexec, dry_run=False, log=sys.stdout):
+    os.makedirs(os.path.join(out_dir, "runs"), exist_ok=True)
+    os.makedirs(os.path.join(out_dir, "logs"), exist_ok=True)
+    todo = [r for r in runs if not is_complete(r.out)]
+    print(f"# sweep {doc['name']}: {len(runs)} runs, {len(runs) - len(todo)} already complete, "
+          f"{len(todo)} to run; results in {out_dir}", file=log, flush=True)
+    failures, started = 0, time.time()
+    for i, run in enumerate(todo, 1):
+        cmd = launcher_prefix(doc, run.ranks, mpiexec) + run.argv(binary)
+        if dry_run:
+            print(shlex.join(cmd), file=log)
+            continue
+        t0 = time.time()
+        log_path = os.path.join(out_dir, "logs", f"{run.run_id}.log")
+        with open(log_path, "w") as out:
+            out.write("# " + shlex.join(cmd) + "\n")
+            out.flush()
+            code = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT)
+        elapsed = time.time() - started
+        eta = elapsed / i * (len(todo) - i)
+        status = "ok" if code == 0 and is_complete(run.out) else f"FAILED (exit {code}, {log_path})"
+        failures += status != "ok"
+        print(f"[{i}/{len(todo)}] {run.run_id} {run.label or '(defaults)'}: {status} in "
+              f"{time.time() - t0:.1f} s; elapsed {fmt_seconds(elapsed)}, ETA {fmt_seconds(eta)}",
+              file=log, flush=True)
+    index = write_index(doc, runs, out_dir)
+    print(f"# index: {index}; {failures} failed", file=log, flush=True)
+    return failures
+
+
+def write_slurm(doc, runs, out_dir, binary, template, submit):
+    """One job array: task i runs line i of runs.txt with srun and the right task count."""
+    todo = [r for r in runs if not is_complete(r.out)]
+    os.makedirs(os.path.join(out_dir, "runs"), exist_ok=True)
+    os.makedirs(os.path.join(out_dir, "logs"), exist_ok=True)
+    lines = [f"{r.ranks} {shlex.join(r.argv(binary))}" for r in todo]
+    runs_txt = os.path.join(out_dir, "runs.txt")
+    with open(runs_txt, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(template) as f:
+        text = f.read()
+    most_ranks = max((r.ranks for r in todo), default=1)
+    script = (text.replace("@NAME@", doc["name"]).replace("@RUNS@", os.path.abspath(runs_txt))
+              .replace("@ARRAY@", f"0-{max(len(todo) - 1, 0)}")
+              .replace("@NTASKS@", str(most_ranks))
+              .replace("@LOGS@", os.path.abspath(os.path.join(out_dir, "logs"))))
+    path = os.path.join(out_dir, "sweep.sbatch")
+    with open(path, "w") as f:
+        f.write(script)
+    write_index(doc, runs, out_dir)
+    print(f"# wrote {path} for {len(todo)} runs ({len(runs) - len(todo)} already complete)")
+    if submit and todo:
+        if not shutil.which("sbatch"):
+            raise SweepError("--slurm: sbatch not found on PATH; submit the script by hand")
+        subprocess.check_call(["sbatch", path])
+    return path

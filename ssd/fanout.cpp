@@ -178,26 +178,30 @@ double FanoutEstimator::power_law_r(double fallback) const {
   // always miss). This project's synthetic outcome model uses the shifted law
   // P(rank > F) = (F+1)^{-r} (F = 0 always misses), so the fit is log m(F) = -r log(F+1),
   // through the origin, to stay consistent with it; Theorem 12's shape then takes r as is.
+  // A bonus missing from a list of length L only says rank > L, and lists differ in length
+  // (a position's list can also be empty), so m(F) is the Kaplan-Meier survival estimate:
+  // m(F) = prod_{j <= F} (1 - d_j / n_j), d_j = #(rank = j), n_j = #(rank >= j) + #(L >= j).
+  // With one list length for all observations it is exactly the empirical P(rank > F).
   const int max_f = int(std::max(rank_count_.size(), censored_count_.size()));
-  // Suffix sums: ranked_above[F] = #(rank > F), censored_from[F] = #(censored with L >= F).
-  std::vector<int64_t> ranked_above(max_f + 1, 0), censored_from(max_f + 1, 0);
+  // Suffix sums: ranked_from[j] = #(rank >= j), censored_from[j] = #(censored with L >= j).
+  std::vector<int64_t> ranked_from(max_f + 1, 0), censored_from(max_f + 1, 0);
   auto count = [](const std::vector<int64_t>& v, int i) { return i < int(v.size()) ? v[i] : 0; };
-  for (int f = max_f - 1; f >= 0; --f) {
-    ranked_above[f] = ranked_above[f + 1] + count(rank_count_, f + 1);
-    censored_from[f] = censored_from[f + 1] + count(censored_count_, f);
+  for (int j = max_f - 1; j >= 0; --j) {
+    ranked_from[j] = ranked_from[j + 1] + count(rank_count_, j);
+    censored_from[j] = censored_from[j + 1] + count(censored_count_, j);
   }
-  const int64_t ranked = ranked_above[0];
-  double sxy = 0.0, sxx = 0.0;
+  double log_m = 0.0, greenwood = 0.0, sxy = 0.0, sxx = 0.0;
   for (int f = 1; f < max_f; ++f) {
-    // An observation censored at L < F says nothing about F; every other one does.
-    const int64_t known = ranked + censored_from[f];
-    const int64_t misses = ranked_above[f] + censored_from[f];
-    if (known < 8 || misses == 0) continue;
-    const double m = double(misses) / double(known);
-    // Inverse of log m's delta-method variance (1-m)/(n m): small miss counts are noisy.
-    const double w = double(known) * m / std::max(1.0 - m, 1.0 / double(known));
+    const int64_t at_risk = ranked_from[f] + censored_from[f];
+    const int64_t hits = count(rank_count_, f);
+    if (at_risk < 8 || hits >= at_risk) break;  // too few left, or m(F) = 0 from here on
+    log_m += std::log1p(-double(hits) / double(at_risk));
+    greenwood += double(hits) / (double(at_risk) * double(at_risk - hits));
+    // Weighted by the inverse of Greenwood's variance of log m(F): the tail, estimated from
+    // few misses, is noisy. The floor keeps a point with no hits yet from dominating.
+    const double w = 1.0 / std::max(greenwood, 1.0 / (double(at_risk) * double(at_risk)));
     const double x = std::log(f + 1.0);
-    sxy += w * x * std::log(m);
+    sxy += w * x * log_m;
     sxx += w * x * x;
   }
   constexpr double kMaxR = 64.0;

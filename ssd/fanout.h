@@ -49,7 +49,10 @@ class FanoutEstimator {
   // drafted, and the 1-based rank of the realised bonus token in the draft's candidate list at
   // position k (0 when it was not in the list at all, i.e. rank > the list length L examined).
   void observe(int accepted, int drafted, int bonus_rank, int list_length);
-  // accepted/drafted so far, or fallback when nothing was observed.
+  // The per-token acceptance rate a of A.2's capped geometric model, or fallback when nothing
+  // was observed: accepted / (accepted + rounds with a rejection), its maximum-likelihood
+  // estimate. (accepted/drafted would underestimate a: positions after a rejection are never
+  // tried; at a = 0.8, K = 4 it gives 0.59.)
   double acceptance(double fallback) const;
   // r from fitting the power law of Definition 11 to the observed ranks (see fanout.cpp for
   // the shifted form and the weighting); fallback with fewer than kMinObservations

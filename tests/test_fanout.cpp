@@ -1,0 +1,249 @@
+// The SAGUARO cache shape (paper §4.1): --fanout parsing, Theorem 12's geometric fan-out
+// (ratios, Appendix A.2's closed-form F_0, exact integer budget), that the shape beats a
+// uniform one on A.2's objective, and the online (a, r) estimators on synthetic outcomes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/errors.h"
+#include "ssd/fanout.h"
+
+namespace ssd {
+namespace {
+
+// Expects an InputError whose message names --fanout and contains `also`.
+void expect_fanout_error(const std::string& text, const std::string& also = "") {
+  try {
+    parse_fanout(text);
+    ADD_FAILURE() << "'" << text << "' parsed";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--fanout"), std::string::npos) << what;
+    EXPECT_NE(what.find(also), std::string::npos) << what;
+  }
+}
+
+TEST(ParseFanout, AcceptsTheThreeForms) {
+  FanoutSpec u = parse_fanout("uniform:4");
+  EXPECT_EQ(u.kind, FanoutSpec::Kind::Uniform);
+  EXPECT_EQ(u.uniform, 4);
+  FanoutSpec l = parse_fanout("list:4,3,2,1,0");
+  EXPECT_EQ(l.kind, FanoutSpec::Kind::List);
+  EXPECT_EQ(l.list, (std::vector<int>{4, 3, 2, 1, 0}));
+  FanoutSpec g = parse_fanout("geometric:20");
+  EXPECT_EQ(g.kind, FanoutSpec::Kind::Geometric);
+  EXPECT_EQ(g.budget, 20);
+  EXPECT_EQ(parse_fanout("geometric").budget, 0);  // from --budget
+}
+
+TEST(ParseFanout, ErrorsNameTheFlagAndTheExpectation) {
+  for (const char* bad :
+       {"", "uniform", "uniform:", "uniform:0", "uniform:-2", "uniform:x", "uniform:3x", "list",
+        "list:", "list:1,,2", "list:1,2,", "list:a", "list:-1,2", "geometric:0", "geometric:-5",
+        "geometric:abc", "tree:4", "Uniform:4", "uniform:99999999999999"})
+    expect_fanout_error(bad, "expected");
+  expect_fanout_error("tree:4", "tree");
+}
+
+TEST(ResolveFanout, UniformAndList) {
+  EXPECT_EQ(resolve_fanout(parse_fanout("uniform:3"), 4, 0, 0.5, 1.0),
+            (std::vector<int>{3, 3, 3, 3, 3}));
+  EXPECT_EQ(resolve_fanout(parse_fanout("list:4,3,2,1,1"), 4, 0, 0.5, 1.0),
+            (std::vector<int>{4, 3, 2, 1, 1}));
+  try {
+    resolve_fanout(parse_fanout("list:4,3,2"), 4, 0, 0.5, 1.0);
+    ADD_FAILURE() << "a 3-entry list resolved at K = 4";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--fanout"), std::string::npos) << what;
+    EXPECT_NE(what.find("K = 4"), std::string::npos) << what;
+  }
+}
+
+TEST(ResolveFanout, GeometricBudgetFromSpecOrFlag) {
+  const std::vector<int> own = resolve_fanout(parse_fanout("geometric:30"), 4, 7, 0.7, 1.0);
+  EXPECT_EQ(std::accumulate(own.begin(), own.end(), 0), 30);
+  const std::vector<int> flag = resolve_fanout(parse_fanout("geometric"), 4, 7, 0.7, 1.0);
+  EXPECT_EQ(std::accumulate(flag.begin(), flag.end(), 0), 7);
+  EXPECT_EQ(flag, geometric_fanout(4, 7, 0.7, 1.0));
+}
+
+TEST(GeometricFanout, RealShapeFollowsTheorem12) {
+  for (int K : {1, 2, 4, 7}) {
+    for (double a : {0.2, 0.5, 0.8, 0.95}) {
+      for (double r : {0.3, 1.0, 2.5}) {
+        const double B = 37.0;
+        const std::vector<double> f = geometric_fanout_real(K, B, a, r);
+        ASSERT_EQ(int(f.size()), K + 1);
+        const double ratio = std::pow(a, 1.0 / (1.0 + r));
+        for (int k = 0; k + 1 < K; ++k) EXPECT_NEAR(f[k + 1] / f[k], ratio, 1e-12);
+        if (K >= 1) {
+          EXPECT_NEAR(f[K] / f[K - 1], ratio * std::pow(1.0 - a, -1.0 / (1.0 + r)), 1e-12);
+        }
+        EXPECT_NEAR(std::accumulate(f.begin(), f.end(), 0.0), B, 1e-9);
+        // Appendix A.2's closed form for F_0.
+        const double e = 1.0 / (1.0 + r);
+        const double f0 = B / (std::pow(a, K * e) * std::pow(1.0 - a, -e) +
+                               (1.0 - std::pow(a, K * e)) / (1.0 - std::pow(a, e)));
+        EXPECT_NEAR(f[0], f0, 1e-9);
+      }
+    }
+  }
+}
+
+TEST(GeometricFanout, ClampsExtremeInputs) {
+  for (double a : {0.0, 1.0, -3.0, 7.0}) {
+    for (double r : {0.0, -1.0}) {
+      const std::vector<double> f = geometric_fanout_real(4, 10.0, a, r);
+      for (double x : f) EXPECT_TRUE(std::isfinite(x) && x >= 0.0);
+      EXPECT_NEAR(std::accumulate(f.begin(), f.end(), 0.0), 10.0, 1e-9);
+    }
+  }
+  // a -> 1: almost everything is accepted, so the all-accepted position takes the budget.
+  const std::vector<int> high = geometric_fanout(4, 20, 1.0, 1.0);
+  EXPECT_GE(high[4], high[0]);
+  // a -> 0: the first position is where rejections happen.
+  const std::vector<int> low = geometric_fanout(4, 20, 0.0, 1.0);
+  EXPECT_GE(low[0], 19);  // the clamp a >= 1e-3 leaves F_1 / F_0 = 0.03
+  EXPECT_EQ(geometric_fanout(0, 9, 0.6, 1.0), std::vector<int>{9});
+  EXPECT_EQ(geometric_fanout(3, 0, 0.6, 1.0), (std::vector<int>{0, 0, 0, 0}));
+  EXPECT_THROW(geometric_fanout_real(-1, 5.0, 0.5, 1.0), std::invalid_argument);
+  EXPECT_THROW(geometric_fanout_real(3, -1.0, 0.5, 1.0), std::invalid_argument);
+}
+
+TEST(GeometricFanout, IntegerShapeSpendsExactlyTheBudget) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int K = 1 + int(unit(rng) * 8);
+    const int B = int(unit(rng) * 200);
+    const double a = unit(rng), r = 0.05 + 3.0 * unit(rng);
+    const std::vector<int> f = geometric_fanout(K, B, a, r);
+    ASSERT_EQ(int(f.size()), K + 1);
+    EXPECT_EQ(std::accumulate(f.begin(), f.end(), 0), B) << K << " " << B << " " << a << " " << r;
+    // Largest remainder: every entry is the floor or the ceiling of the real value.
+    const std::vector<double> real = geometric_fanout_real(K, B, a, r);
+    for (int k = 0; k <= K; ++k) {
+      EXPECT_GE(f[k], 0);
+      EXPECT_LE(std::fabs(f[k] - real[k]), 1.0 + 1e-9);
+    }
+  }
+}
+
+// The exact integer optimum of A.2's objective: it is separable and concave in each F_k, so
+// greedily giving each unit of budget to the largest marginal gain is optimal.
+std::vector<int> greedy_optimum(int K, int B, double a, double r) {
+  std::vector<int> f(K + 1, 0);
+  for (int unit = 0; unit < B; ++unit) {
+    int best = 0;
+    double best_gain = -1.0;
+    for (int k = 0; k <= K; ++k) {
+      std::vector<int> g = f;
+      ++g[k];
+      const double gain = expected_hit_rate(g, a, r) - expected_hit_rate(f, a, r);
+      if (gain > best_gain) best = k, best_gain = gain;
+    }
+    ++f[best];
+  }
+  return f;
+}
+
+TEST(GeometricFanout, BeatsUniformOnTheA2Objective) {
+  // Budgets divisible by K + 1 so that the uniform shape spends the same budget.
+  struct Case {
+    int K, B;
+    double a, r;
+  };
+  for (const Case& c : {Case{4, 20, 0.5, 0.5}, Case{4, 20, 0.8, 1.0}, Case{3, 32, 0.3, 0.7},
+                        Case{5, 60, 0.9, 0.5}, Case{4, 50, 0.6, 2.0}, Case{7, 64, 0.7, 1.0}}) {
+    const std::vector<int> geometric = geometric_fanout(c.K, c.B, c.a, c.r);
+    const std::vector<int> uniform(c.K + 1, c.B / (c.K + 1));
+    const double g = expected_hit_rate(geometric, c.a, c.r);
+    const double u = expected_hit_rate(uniform, c.a, c.r);
+    const double best = expected_hit_rate(greedy_optimum(c.K, c.B, c.a, c.r), c.a, c.r);
+    EXPECT_GT(g, u) << "K=" << c.K << " B=" << c.B << " a=" << c.a << " r=" << c.r;
+    // Theorem 12 is derived for the unshifted law and real F; on the shifted integer problem it
+    // should still be close to the exact optimum.
+    EXPECT_GE(g, best - 0.02) << "K=" << c.K << " B=" << c.B << " a=" << c.a << " r=" << c.r;
+  }
+}
+
+// Draws a rank from the shifted power law P(rank > F) = (F+1)^{-r}: rank = floor(u^{-1/r}).
+int synthetic_rank(std::mt19937_64& rng, double r) {
+  const double u = std::uniform_real_distribution<double>(1e-12, 1.0)(rng);
+  return int(std::min(1e6, std::floor(std::pow(u, -1.0 / r))));
+}
+
+TEST(FanoutEstimator, RecoversThePowerLawExponent) {
+  for (double r : {0.5, 1.0}) {
+    std::mt19937_64 rng(11);
+    FanoutEstimator est;
+    const int L = 64;
+    for (int i = 0; i < 4000; ++i) {
+      const int rank = synthetic_rank(rng, r);
+      est.observe(2, 4, rank <= L ? rank : 0, L);
+    }
+    EXPECT_NEAR(est.power_law_r(-1.0), r, 0.1 * r) << "r = " << r;
+  }
+}
+
+TEST(FanoutEstimator, HandlesVaryingListLengths) {
+  // Short lists censor the ranks beyond them; the fit must only use what each list showed.
+  std::mt19937_64 rng(5);
+  FanoutEstimator est;
+  for (int i = 0; i < 6000; ++i) {
+    const int L = (i % 3 == 0) ? 4 : 64;
+    const int rank = synthetic_rank(rng, 0.8);
+    est.observe(1, 4, rank <= L ? rank : 0, L);
+  }
+  EXPECT_NEAR(est.power_law_r(-1.0), 0.8, 0.08);
+}
+
+TEST(FanoutEstimator, FallsBackUntilEnoughObservations) {
+  FanoutEstimator est;
+  EXPECT_EQ(est.power_law_r(0.7), 0.7);
+  EXPECT_EQ(est.acceptance(0.6), 0.6);
+  for (int i = 0; i < FanoutEstimator::kMinObservations - 1; ++i) est.observe(1, 4, 2, 8);
+  EXPECT_EQ(est.power_law_r(0.7), 0.7);
+  // Rounds with no candidate list (e.g. after a backup) carry no rank information.
+  for (int i = 0; i < 10; ++i) est.observe(1, 4, 0, 0);
+  EXPECT_EQ(est.power_law_r(0.7), 0.7);
+  EXPECT_EQ(est.observations(), FanoutEstimator::kMinObservations - 1 + 10);
+  est.observe(1, 4, 2, 8);
+  EXPECT_NE(est.power_law_r(0.7), 0.7);
+  EXPECT_THROW(est.observe(5, 4, 1, 8), std::invalid_argument);
+}
+
+TEST(FanoutEstimator, AlwaysTopCandidateMeansLargeR) {
+  FanoutEstimator est;
+  for (int i = 0; i < 100; ++i) est.observe(4, 4, 1, 64);
+  EXPECT_GT(est.power_law_r(0.7), 5.0);
+}
+
+TEST(FanoutEstimator, AcceptanceIsTheCappedGeometricMle) {
+  // Rounds drawn from A.2's model: each position accepted with probability a until the first
+  // rejection, at most K.
+  for (double a : {0.3, 0.7, 0.9}) {
+    std::mt19937_64 rng(3);
+    std::bernoulli_distribution accept(a);
+    FanoutEstimator est;
+    const int K = 4;
+    for (int i = 0; i < 20000; ++i) {
+      int k = 0;
+      while (k < K && accept(rng)) ++k;
+      est.observe(k, K, 1, 8);
+    }
+    EXPECT_NEAR(est.acceptance(-1.0), a, 0.01) << "a = " << a;
+  }
+  FanoutEstimator exact;
+  exact.observe(4, 4, 0, 0);  // 4 successes, no failure
+  exact.observe(1, 4, 0, 0);  // 1 success, 1 failure
+  EXPECT_DOUBLE_EQ(exact.acceptance(-1.0), 5.0 / 6.0);
+}
+
+}  // namespace
+}  // namespace ssd

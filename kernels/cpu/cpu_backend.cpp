@@ -37,6 +37,9 @@ std::string cpu_model_name() {
 
 CpuBackend::CpuBackend(int threads, GemmKind gemm) : threads_(threads), gemm_(gemm) {
   if (threads < 1) throw std::invalid_argument("CpuBackend needs at least one thread");
+  // Every OpenMP region of the process (weight generation too) uses this rank's share of the
+  // cores; otherwise idle worker threads spin on cores another rank is using.
+  omp_set_num_threads(threads);
 }
 
 std::string CpuBackend::device_name() const {

@@ -1,0 +1,87 @@
+// Internal to kernels/cuda: the kernel launchers behind CudaBackend and the device helpers they
+// share. All pointers are device memory, every launcher enqueues on `stream` and checks the
+// launch; none synchronises.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace ssd::cuda_kernels {
+
+using bf16 = __nv_bfloat16;
+
+// --- device helpers ---
+
+// Butterfly reductions over a full warp: every lane ends with the same bits (each step adds
+// v_l + v_{l^m}, and fp32 addition is commutative), in an order that depends on nothing but
+// the lane values.
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, m));
+  return v;
+}
+
+// The two bf16 values packed in a 32-bit word (element 2i in the low half, 2i+1 in the high
+// half: bf16 is the top half of an fp32, so widening is exact).
+__device__ __forceinline__ float bf16_lo(uint32_t u) {
+  return __uint_as_float(u << 16);
+}
+__device__ __forceinline__ float bf16_hi(uint32_t u) {
+  return __uint_as_float(u & 0xffff0000u);
+}
+
+// --- element-wise and memory kernels (elementwise_kernels.cu) ---
+
+void f32_to_bf16(bf16* out, const float* in, size_t count, cudaStream_t stream);
+void bf16_to_f32(float* out, const bf16* in, size_t count, cudaStream_t stream);
+// out[r][:] = table[tokens[r]][:]
+void embed(bf16* out, const bf16* table, const int32_t* tokens, int rows, int dim,
+           cudaStream_t stream);
+// out[r][:] = w[:] * (x[r][:] / rms(x[r][:])), fp32 sum of squares; out may equal x.
+void rmsnorm(bf16* out, const bf16* x, const bf16* w, int rows, int dim, float eps,
+             cudaStream_t stream);
+// HF rotate_half RoPE in place on x[rows][heads][head_dim]; angle = float(pos) * inv_freq[i].
+void rope(bf16* x, const int32_t* positions, const float* inv_freq, int rows, int heads,
+          int head_dim, cudaStream_t stream);
+// k_cache/v_cache[(seq[r] * capacity + slot[r]) * kv_dim + :] = k/v[r][:]
+void kv_store(bf16* k_cache, bf16* v_cache, const bf16* k, const bf16* v, const int32_t* seq,
+              const int32_t* slot, int rows, int capacity, int kv_dim, cudaStream_t stream);
+void swiglu(bf16* out, const bf16* gate, const bf16* up, size_t count, cudaStream_t stream);
+void add(bf16* x, const bf16* y, size_t count, cudaStream_t stream);
+// out[i] = sum_r gathered[r * count + i] in rank order, fp32, one rounding.
+void sum_ranks(bf16* out, const bf16* gathered, size_t count, int ranks, cudaStream_t stream);
+
+// --- attention (attention_kernel.cu) ---
+
+constexpr int kMaxAttentionHeadDim = 256;
+
+// The AttentionMask's arrays in device memory.
+struct DeviceMask {
+  const int32_t* seq;
+  const int32_t* slot;
+  const int32_t* prefix;
+  const int32_t* extra_begin;  // rows + 1 entries
+  const int32_t* extra_slots;
+};
+
+// out[r][h][:] = softmax(q[r][h] . K_visible / sqrt(head_dim)) V_visible over the slots row r
+// sees (prefix first, then its extra slots, in that order). head_dim <= kMaxAttentionHeadDim.
+void attention(bf16* out, const bf16* q, const bf16* k_cache, const bf16* v_cache,
+               const DeviceMask& mask, int rows, int heads, int kv_heads, int head_dim,
+               int capacity, cudaStream_t stream);
+
+// --- GEMM (matmul_kernel.cu) ---
+
+// out[r][j] = sum_k x[r][k] * w[j][k], the batch-invariant kernel (see matmul_kernel.cu).
+void matmul_invariant(bf16* out, const bf16* x, const bf16* w, int rows, int in, int out_dim,
+                      int sm_count, cudaStream_t stream);
+
+}  // namespace ssd::cuda_kernels

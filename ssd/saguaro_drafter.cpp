@@ -230,7 +230,9 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
               : policy_.choose(s_.batch_size, measured, int(primary_rounds_ + backup_rounds_));
   if (kind == FallbackKind::Primary) {
     draft_primary(misses, spec, miss_slots);
-    for (int slot : miss_slots) spec.sequences[slot].source = SpeculationSource::Primary;
+    for (int slot : miss_slots)
+      spec.sequences[slot].source =
+          initial ? SpeculationSource::Initial : SpeculationSource::Primary;
     primary_draft_s_ += global_now() - start;
     primary_drafts_ += 1;
   } else {

@@ -218,7 +218,7 @@ RepTotals run_speculative(ModelGroup& target, DraftEndpoint& draft,
         rr.bonus = v.bonus;
         rr.tokens = emitted;
         rr.source = int(sp.source);
-        rr.fallback_s = spec.fallback_s;
+        rr.fallback_s = sp.source == SpeculationSource::CacheHit ? 0.0 : spec.fallback_s;
         rr.start_s = round_start - clock_zero;
         rr.draft_start_s = timing.draft_start_s - clock_zero;
         rr.draft_end_s = timing.draft_end_s - clock_zero;

@@ -1,0 +1,372 @@
+"""`ssd-analyze figures`: the paper's figures from whatever runs are given.
+
+Each figure is written as NAME.png and NAME.pdf; a figure whose inputs are not among the files
+is skipped with a printed reason. Figures (paper numbering):
+  fig7_speedup      AR / SD / SSD speedup per configuration (Figure 7 left)
+  fig7_pareto       throughput vs per-sequence latency over batch sizes, Pareto frontier (7 right)
+  fig3_fanout       cache-miss rate vs fan-out F from bonus ranks, power-law fits (Figure 3)
+  fig4_temperature  hit rate and tok/s vs temperature, uniform vs geometric fan-out (Figure 4)
+  fig5_saguaro_c    acceptance rate vs hit rate over Saguaro's C (Figure 5 left)
+  fig6_fallback     primary vs backup fallback over batch sizes, Theorem 17's b* (Figure 6 left)
+  timeline          per-round Gantt chart of the ranks of one run (figures_detail.py)
+  roofline          forward kinds on the characterized machine's roofline (figures_detail.py)
+"""
+import math
+import os
+from collections import OrderedDict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from . import metrics as M  # noqa: E402
+from . import timing as T  # noqa: E402
+from . import validate as V  # noqa: E402
+
+MODE_COLORS = {"ar": "#7f7f7f", "sd": "#1f77b4", "ssd": "#d62728"}
+MARKERS = {"ar": "s", "sd": "o", "ssd": "^"}
+PALETTE = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+plt.rcParams.update({"font.size": 10, "axes.grid": True, "grid.alpha": 0.3,
+                     "savefig.dpi": 150, "figure.constrained_layout.use": True})
+
+
+class Skip(Exception):
+    """A figure whose inputs are missing; the message says what is missing."""
+
+
+def save(fig, out_dir, name):
+    paths = [os.path.join(out_dir, f"{name}.{ext}") for ext in ("png", "pdf")]
+    for p in paths:
+        fig.savefig(p)
+    plt.close(fig)
+    return paths
+
+
+def short(spec):
+    return str(spec).removeprefix("synthetic:")
+
+
+def group_title(key):
+    target, b, temp, n, _ = key
+    return f"{short(target)}\nb={b} T={temp:g} n={n}"
+
+
+def _speculative(runs, mode=None):
+    return [r for r in runs if r.mode in ((mode,) if mode else ("sd", "ssd")) and r.has_rounds]
+
+
+# --- (a) Figure 7 left -----------------------------------------------------------------------
+
+def fig_speedup(runs, out_dir):
+    groups = [(k, g) for k, g in V.group_runs(runs).items()
+              if any(r.mode == "ar" for r in g) and any(r.mode != "ar" for r in g)]
+    if not groups:
+        raise Skip("needs an AR run and an SD/SSD run of the same sweep")
+    labels = sorted(OrderedDict.fromkeys(r.label() for _, g in groups for r in g),
+                    key=lambda l: ("AR", "SD", "SSD").index(l.split()[0]))
+    per_group = max(len({r.label() for r in g}) for _, g in groups)
+    fig, ax = plt.subplots(figsize=(max(5.5, 2.0 + 0.45 * per_group * len(groups)), 4.2))
+    width = 0.8 / per_group
+    values, seen = [], set()
+    for gi, (key, members) in enumerate(groups):
+        ar = next(r for r in members if r.mode == "ar")
+        present = [l for l in labels if any(r.label() == l for r in members)]
+        for li, label in enumerate(present):
+            run = next(r for r in members if r.label() == label)
+            s = run.tok_s / ar.tok_s
+            rel = math.hypot(run.tok_s_std / run.tok_s, 0 if run is ar else
+                             ar.tok_s_std / ar.tok_s)
+            x = gi + width * (li - (len(present) - 1) / 2)
+            ax.bar(x, s, width, color=_label_color(label, labels), edgecolor="black",
+                   linewidth=0.5, label=None if label in seen else label)
+            ax.errorbar(x, s, yerr=[[min(s * rel, 0.9 * s)], [s * rel]], color="black",
+                        capsize=2, linewidth=0.8)
+            ax.annotate(f"{s:.3g}x", (x, s * (1 + rel)), xytext=(0, 2),
+                        textcoords="offset points", ha="center", fontsize=7)
+            seen.add(label)
+            values.append(s)
+    if min(values) < 0.05:
+        ax.set_yscale("log")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(groups)), [group_title(k) for k, _ in groups], fontsize=8)
+    ax.set_xlim(-0.6, len(groups) - 0.4)
+    ax.set_ylabel("decode speedup over AR (tok/s ratio)")
+    ax.set_title("Decoding speed relative to AR (Fig. 7 left); error bars: rep std")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def _label_color(label, labels):
+    """Grey for AR, blues for SD configurations, reds for SSD ones."""
+    if label == "AR":
+        return MODE_COLORS["ar"]
+    mode = label.split()[0]
+    same = [l for l in labels if l.split()[0] == mode]
+    shades = {"SD": ["#1f77b4", "#6baed6", "#08519c", "#9ecae1"],
+              "SSD": ["#d62728", "#fd8d3c", "#a50f15", "#fdae6b", "#e7298a"]}.get(mode, PALETTE)
+    return shades[same.index(label) % len(shades)]
+
+
+# --- (b) Figure 7 right ----------------------------------------------------------------------
+
+def fig_pareto(runs, out_dir):
+    pts = [r for r in runs if r.mode in ("ar", "sd", "ssd")
+           and math.isfinite(r.tok_s) and math.isfinite(r.ms_per_token)]
+    if len(pts) < 2 or len({r.batch_size for r in pts}) < 2:
+        raise Skip("needs runs at two or more batch sizes")
+    fig, ax = plt.subplots(figsize=(8.5, 4.4))
+    series = OrderedDict()
+    pts.sort(key=lambda r: ("ar", "sd", "ssd").index(r.mode))
+    for r in pts:
+        series.setdefault((r.mode, r.label(), short(r.target), r.temperature, r.max_new_tokens),
+                          []).append(r)
+    labels = list(OrderedDict.fromkeys(k[1] for k in series))
+    many_n = len({k[4] for k in series}) > 1
+    styles = {n: st for n, st in zip(sorted({k[3:] for k in series}), ["-", "--", ":", "-."] * 9)}
+    for (mode, label, target, temp, n), rs in series.items():
+        rs.sort(key=lambda r: r.batch_size)
+        ax.plot([r.ms_per_token for r in rs], [r.tok_s for r in rs], marker=MARKERS[mode],
+                color=_label_color(label, labels), linewidth=1, linestyle=styles[(temp, n)],
+                label=f"{label} ({target}, T={temp:g}" + (f", n={n})" if many_n else ")"))
+        for r in rs:
+            ax.annotate(f"b={r.batch_size}", (r.ms_per_token, r.tok_s), xytext=(4, -3),
+                        textcoords="offset points", fontsize=7)
+    lat = [r.ms_per_token for r in pts]
+    thr = [r.tok_s for r in pts]
+    if max(lat) / min(lat) > 20 or max(thr) / min(thr) > 20:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    # one frontier per (target, temperature): only those runs are comparable
+    fronts = OrderedDict()
+    for r in pts:
+        fronts.setdefault((short(r.target), r.temperature, r.max_new_tokens), []).append(r)
+    for i, ((target, temp, n), rs) in enumerate(fronts.items()):
+        front = M.pareto_frontier([r.ms_per_token for r in rs], [r.tok_s for r in rs])
+        ax.step([rs[i].ms_per_token for i in front], [rs[i].tok_s for i in front], where="post",
+                color="black", linestyle=["--", ":", "-."][i % 3], linewidth=1.2, alpha=0.7,
+                label=f"Pareto frontier ({target}, T={temp:g}" + (f", n={n})" if many_n
+                                                                   else ")"))
+    ax.set_xlabel("per-sequence latency (ms / token)")
+    ax.set_ylabel("throughput (decode tok/s, whole batch)")
+    ax.set_title("Throughput vs latency over batch sizes (Fig. 7 right)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+# --- (c) Figure 3 ----------------------------------------------------------------------------
+
+FANOUTS = np.arange(1, 65)
+MAX_SERIES = 6
+MIN_RANKS = 10     # fewer looked-up outcomes than this make no curve
+
+
+def fig_fanout(runs, out_dir):
+    pools = OrderedDict()
+    for r in _speculative(runs, "ssd"):
+        rd = r.rounds
+        looked = rd["outcome_hit"] >= 0
+        if not np.any(looked):
+            continue
+        key = (short(r.target), r.draft, r.temperature, r.saguaro_c, r.synthetic_outcomes)
+        pool = pools.setdefault(key, {"primary": [], "backup": [], "all": []})
+        backup = looked & (rd["source"] == M.SOURCE_BACKUP)
+        pool["primary"].append(rd["bonus_rank"][looked & ~backup])
+        pool["backup"].append(rd["bonus_rank"][backup])
+        pool["all"].append(rd["bonus_rank"][looked])
+    if not pools:
+        raise Skip("needs SSD runs with looked-up outcomes (bonus_rank)")
+    if len(pools) > MAX_SERIES:   # keep the setups with the most lookups
+        keep = sorted(pools, key=lambda k: -sum(len(a) for a in pools[k]["all"]))[:MAX_SERIES]
+        pools = OrderedDict((k, v) for k, v in pools.items() if k in keep)
+    panels = [("primary", "after a primary speculation: 1 - p_hit,p(F)"),
+              ("backup", "after a backup speculation: 1 - p_hit,b(F)"),
+              ("all", "all rounds: 1 - p_hit(F)")]
+    fig, axes = plt.subplots(1, 3, figsize=(13.0, 4.6), sharey=True)
+    lows = []
+    for ax, (kind, title) in zip(axes, panels):
+        drawn = 0
+        for i, (key, pool) in enumerate(pools.items()):
+            ranks = np.concatenate(pool[kind])
+            if ranks.size < MIN_RANKS:
+                continue
+            miss = M.miss_rate_curve(ranks, FANOUTS)
+            r = M.fit_power_law(FANOUTS, miss, counts=np.full(FANOUTS.shape, ranks.size))
+            color = PALETTE[i % len(PALETTE)]
+            ok = miss > 0
+            target, draft, temp, c, syn = key
+            name = f"{target}/{short(draft)} T={temp:g}" + (f" C={c:g}" if c != 1 else "") + \
+                (" synth." if syn else "")
+            fit = f"r={r:.2f}" if math.isfinite(r) else "no fit"
+            ax.plot(FANOUTS[ok], miss[ok], "o-", ms=3, linewidth=0.6, color=color,
+                    label=f"{name}: {fit} (n={ranks.size})")
+            if math.isfinite(r) and np.any(ok):
+                f = FANOUTS[: int(np.nonzero(ok)[0].max()) + 1]   # over the observed range
+                ax.plot(f, (f + 1.0) ** -r, "--", color=color, linewidth=1)
+                lows.append(miss[ok].min())
+            drawn += 1
+        if not drawn:
+            ax.text(0.5, 0.5, f"fewer than {MIN_RANKS} rounds of this kind", ha="center",
+                    transform=ax.transAxes)
+        ax.set_xscale("log")
+        ax.set_xlim(0.8, 80)
+        ax.set_yscale("log")
+        ax.set_xlabel("fan-out F (bonus tokens cached per position)")
+        ax.set_title(title, fontsize=9)
+        if drawn:
+            ax.legend(fontsize=7, loc="lower left")
+    axes[0].set_ylabel("cache-miss rate  P(rank > F)")
+    if lows:
+        axes[0].set_ylim(min(lows) / 2, 1.2)
+    fig.suptitle("Cache misses fall as a power law in fan-out (Fig. 3); dashed: (F+1)^-r fits")
+    return fig
+
+
+# --- (d) Figure 4 ----------------------------------------------------------------------------
+
+def fig_temperature(runs, out_dir):
+    ssd = _speculative(runs, "ssd")
+    if len({r.temperature for r in ssd}) < 2:
+        raise Skip("needs SSD runs at two or more temperatures")
+    series = OrderedDict()
+    for r in ssd:
+        key = (short(r.target), short(r.draft), r.batch_size, r.max_new_tokens, r.fanout)
+        series.setdefault(key, {}).setdefault(r.temperature, []).append(r)
+    series = OrderedDict((k, v) for k, v in series.items() if len(v) > 1)
+    if not series:
+        raise Skip("needs one SSD setup (target, draft, batch, fan-out) at two or more "
+                   "temperatures")
+    setups = {k[:4] for k in series}
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.5, 3.9))
+    for i, (key, by_t) in enumerate(series.items()):
+        ts = sorted(by_t)
+        color = PALETTE[i % len(PALETTE)]
+        name = f"SSD {key[4]}" + ("" if len(setups) == 1 else
+                                  f" ({key[0]}/{key[1]}, b={key[2]}, n={key[3]})")
+        style = "o-" if key[4].startswith("geometric") else "o--"
+        ax1.plot(ts, [np.mean([r.tok_s for r in by_t[t]]) for t in ts], style, color=color,
+                 label=name)
+        ax2.plot(ts, [np.mean([r.summary.get("p_hit", np.nan) for r in by_t[t]]) for t in ts],
+                 style, color=color, label=name)
+    sd = {}
+    for r in _speculative(runs, "sd"):
+        if any((short(r.target), short(r.draft), r.batch_size, r.max_new_tokens) == s
+               for s in setups):
+            sd.setdefault(r.temperature, []).append(r.tok_s)
+    if sd:
+        ts = sorted(sd)
+        ax1.plot(ts, [np.mean(sd[t]) for t in ts], "s:", color="black", label="SD")
+    ax1.set_xlabel("temperature")
+    ax1.set_ylabel("decode tok/s")
+    ax1.set_title("Decode speed")
+    ax2.set_xlabel("temperature")
+    ax2.set_ylabel("cache hit rate p_hit")
+    ax2.set_ylim(0, 1.02)
+    ax2.set_title("Cache hit rate")
+    ax2.legend(fontsize=7)
+    fig.suptitle("Uniform vs geometric fan-out across temperatures (Fig. 4)")
+    return fig
+
+
+# --- (e) Figure 5 left -----------------------------------------------------------------------
+
+def fig_saguaro_c(runs, out_dir):
+    series = OrderedDict()
+    for r in _speculative(runs, "ssd"):
+        series.setdefault(r.sweep_key() + (r.draft, r.fanout), []).append(r)
+    series = OrderedDict((k, v) for k, v in series.items() if len({r.saguaro_c for r in v}) > 1)
+    if not series:
+        raise Skip("needs SSD runs at two or more Saguaro C values with the same setup")
+    fig, ax = plt.subplots(figsize=(5.5, 4.2))
+    for i, (key, rs) in enumerate(series.items()):
+        rs.sort(key=lambda r: r.saguaro_c)
+        x = [r.summary.get("p_hit", np.nan) for r in rs]
+        y = [r.summary.get("acceptance_rate", np.nan) for r in rs]
+        target, b, temp, n, _, draft, fanout = key
+        ax.plot(x, y, "o-", color=PALETTE[i % len(PALETTE)],
+                label=f"{short(target)}/{short(draft)} T={temp:g} b={b} {fanout}")
+        for r, xi, yi in zip(rs, x, y):
+            ax.annotate(f"C={r.saguaro_c:g}", (xi, yi), xytext=(4, 3),
+                        textcoords="offset points", fontsize=7)
+    ax.set_xlabel("cache hit rate p_hit")
+    ax.set_ylabel("acceptance rate")
+    ax.set_title("Saguaro sampling trades acceptance for hits (Fig. 5 left)")
+    ax.legend(fontsize=7)
+    return fig
+
+
+# --- (f) Figure 6 left -----------------------------------------------------------------------
+
+def fig_fallback(runs, out_dir):
+    ssd = [r for r in _speculative(runs, "ssd") if r.fallback in ("primary", "backup")]
+    kinds = {r.fallback for r in ssd}
+    if kinds != {"primary", "backup"}:
+        raise Skip("needs SSD runs with --fallback primary and with --fallback backup")
+    stats = [V.ssd_stats(r, T.batch_rounds(r.rounds)) for r in ssd]
+    bstar, inputs = V.theorem17(stats)
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.5, 3.9))
+    for kind, color in (("primary", PALETTE[0]), ("backup", PALETTE[1])):
+        by_b = {}
+        for r in ssd:
+            if r.fallback == kind:
+                by_b.setdefault(r.batch_size, []).append(r.tok_s)
+        bs = sorted(by_b)
+        name = "primary (just in time)" if kind == "primary" else \
+            f"backup ({next(r.backup for r in ssd if r.fallback == 'backup')})"
+        ax1.plot(bs, [np.mean(by_b[b]) for b in bs], "o-", color=color, label=name)
+    bmax = max(r.batch_size for r in ssd)
+    for ax in (ax1, ax2):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch size b")
+        ax.set_xlim(0.8, 1.25 * max(bmax, 2 * bstar if 1 <= bstar < math.inf else bmax))
+        if 1 <= bstar < math.inf:
+            ax.axvline(bstar, color="black", linestyle=":", linewidth=1)
+            ax.annotate(f"b* = {bstar:.2f}", (bstar, 0.95), xycoords=("data", "axes fraction"),
+                        xytext=(4, 0), textcoords="offset points", fontsize=8)
+    ax1.set_ylabel("decode tok/s (whole batch)")
+    ax1.set_title("Measured")
+    ax1.legend(fontsize=8)
+    if inputs:
+        bs = np.geomspace(1, max(bmax, 2 * bstar if 1 <= bstar < math.inf else bmax), 60)
+        p, e_hit, t_slow, e_fast = inputs["p"], inputs["e_hit"], inputs["t_slow"], \
+            inputs["e_fast"]
+        ax2.plot(bs, [M.speedup_slow_backup(p, e_hit, t_slow, b) for b in bs], color=PALETTE[0],
+                 label=f"primary: E_hit/(1+T_p-T_p p^b), T_p={t_slow:.2f}")
+        ax2.plot(bs, [M.speedup_fast_backup(p, e_hit, e_fast, b) for b in bs], color=PALETTE[1],
+                 label=f"backup: p E_hit+(1-p) E_miss, E_miss={e_fast:.2f}")
+        verdict = f", b*={bstar:.2f}" if 1 <= bstar < math.inf else (
+            f", b*={bstar:.2f} < 1: backup better at every b" if bstar < 1 else
+            ": primary better at every b")
+        ax2.set_title(f"Theorem 17 model (p_hit={p:.2f}, E_hit={e_hit:.2f})\n{verdict[2:]}",
+                      fontsize=9)
+        ax2.legend(fontsize=7)
+    else:
+        ax2.text(0.5, 0.5, "b* needs just-in-time and backup misses", ha="center",
+                 transform=ax2.transAxes)
+    ax2.set_ylabel("speedup over AR, verification = 1")
+    fig.suptitle("Primary vs backup fallback across batch sizes (Fig. 6 left)")
+    return fig
+
+
+FIGURES = [("fig7_speedup", fig_speedup), ("fig7_pareto", fig_pareto),
+           ("fig3_fanout", fig_fanout), ("fig4_temperature", fig_temperature),
+           ("fig5_saguaro_c", fig_saguaro_c), ("fig6_fallback", fig_fallback)]
+
+
+def make_all(runs, out_dir, out, timeline_run=None):
+    """Writes every figure whose inputs exist; prints one line per figure; returns paths."""
+    from . import figures_detail as D
+    figures = FIGURES + [("timeline", lambda rs, d: D.fig_timeline(rs, d, timeline_run)),
+                         ("roofline", D.fig_roofline)]
+    written = []
+    for name, fn in figures:
+        try:
+            fig = fn(runs, out_dir)
+        except Skip as e:
+            out(f"{name}: skipped ({e})")
+            continue
+        paths = save(fig, out_dir, name)
+        written += paths
+        out(f"{name}: {' '.join(paths)}")
+    return written

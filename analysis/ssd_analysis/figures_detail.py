@@ -1,0 +1,234 @@
+"""Per-run figures: the rank timeline (Gantt) and the roofline. See figures.py."""
+import json
+import math
+import os
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.patches import Patch
+
+from . import timing as T
+from . import validate as V
+from .figures import PALETTE, Skip, short
+
+COLORS = {"prefill": "#8c564b", "verify": "#1f77b4", "accept": "#17becf",
+          "idle": "#e0e0e0", "draft": "#ff7f0e", "fallback": "#d62728", "lookup": "#bcbd22",
+          "build": "#2ca02c", "message": "#7f7f7f"}
+ROUNDS_SHOWN = 20
+
+
+def _pick_timeline_run(runs, path):
+    if path:
+        for r in runs:
+            if r.path == path or r.name == os.path.basename(path):
+                if not r.has_rounds:
+                    raise Skip(f"{r.name} has no /rounds records")
+                return r
+        raise Skip(f"--timeline {path} is not among the files")
+    for mode in ("ssd", "sd"):
+        for r in runs:
+            if r.mode == mode and r.has_rounds:
+                return r
+    raise Skip("needs an SD or SSD run with /rounds records")
+
+
+def _rank_names(run):
+    draft_rank = next((k for k, a in sorted(run.ranks.items())
+                       if str(a.get("role", "")).startswith("draft")), None)
+    target = "rank 0: target"
+    draft = f"rank {draft_rank}: draft" if draft_rank is not None else "rank 0: draft (collocated)"
+    return target, draft, draft_rank is not None
+
+
+def fig_timeline(runs, out_dir, path=None):
+    run = _pick_timeline_run(runs, path)
+    br = T.batch_rounds(run.rounds)
+    sel = np.where((br["rep"] == br["rep"][0]) & (br["group"] == br["group"][0]))[0]
+    sel = sel[:ROUNDS_SHOWN]
+    t0 = br["start"][sel[0]]
+    # The group's prefill: the latest prefill step of this rep that starts before round 0.
+    st = run.steps
+    pre = None
+    if len(st.get("rep", [])):
+        cand = np.where((st["step"] < 0) & (st["rep"] == br["rep"][0]) & (st["start_s"] <= t0))[0]
+        if cand.size:
+            i = cand[np.argmax(st["start_s"][cand])]
+            pre = (st["start_s"][i], st["step_time_s"][i])
+            t0 = min(t0, pre[0])
+    ms = lambda t: 1e3 * (t - t0)  # noqa: E731
+    target_name, draft_name, separate = _rank_names(run)
+    end = ms(br["end"][sel[-1]])
+    fig, ax = plt.subplots(figsize=(12.0, 3.6))
+    y_t, y_d, h = 1.0, 0.0, 0.6
+
+    def bar(y, a, b, kind, **kw):
+        if b > a:
+            ax.broken_barh([(a, b - a)], (y - h / 2, h), facecolors=COLORS[kind],
+                           edgecolor="none", **kw)
+
+    bar(y_t, 0, end, "idle", hatch="//")
+    bar(y_d, 0, end, "idle")
+    if pre is not None:
+        bar(y_t, ms(pre[0]), ms(pre[0] + pre[1]), "prefill")
+    for i in sel:
+        v_end = br["end"][i] - br["accept"][i]
+        v_start = v_end - br["verify"][i]
+        bar(y_t, ms(v_start), ms(v_end), "verify")
+        bar(y_t, ms(v_end), ms(br["end"][i]), "accept")
+        ds, de = br["draft_start"][i], br["draft_end"][i]
+        if run.mode == "ssd":
+            kind = "fallback" if br["fallback"][i] > 0 else "lookup"
+        else:
+            kind = "draft"
+        bar(y_d, ms(ds), ms(de), kind)
+        if br["build"][i] > 0:
+            bar(y_d, ms(de), ms(de + br["build"][i]), "build")
+        if separate:
+            arrive = br["start"][i] + br["idle"][i]
+            ax.annotate("", xy=(ms(ds), y_d + h / 2), xytext=(ms(br["start"][i]), y_t - h / 2),
+                        arrowprops=dict(arrowstyle="->", color=COLORS["message"], lw=0.6))
+            ax.annotate("", xy=(ms(arrive), y_t - h / 2), xytext=(ms(de), y_d + h / 2),
+                        arrowprops=dict(arrowstyle="->", color=COLORS["message"], lw=0.6,
+                                        linestyle="--"))
+        ax.text(ms(v_start), y_t + h / 2 + 0.05, str(br["round"][i]), fontsize=6,
+                ha="left", va="bottom")
+    ax.set_yticks([y_d, y_t], [draft_name, target_name])
+    ax.set_ylim(-0.6, 1.75)
+    ax.set_xlim(0, end * 1.01)
+    ax.set_xlabel("time since the group's prefill (ms)")
+    ax.grid(axis="y", visible=False)
+    draft_kinds = [("lookup", "draft: cache lookup"), ("fallback", "draft: fallback drafting"),
+                   ("build", "draft: cache build")] if run.mode == "ssd" else \
+        [("draft", "draft: drafting K tokens")]
+    handles = [Patch(facecolor=COLORS["prefill"], label="target: prefill"),
+               Patch(facecolor=COLORS["verify"], label="target: verify K+1"),
+               Patch(facecolor=COLORS["accept"], label="target: accept"),
+               Patch(facecolor=COLORS["idle"], hatch="//", label="target: idle, waiting"),
+               Patch(facecolor=COLORS["idle"], label="draft: idle")]
+    handles += [Patch(facecolor=COLORS[k], label=n) for k, n in draft_kinds]
+    if separate:
+        handles.append(plt.Line2D([], [], color=COLORS["message"], lw=0.8,
+                                  label="messages: outcome (solid), speculation (dashed)"))
+    ax.legend(handles=handles, fontsize=7, ncol=5, loc="upper center",
+              bbox_to_anchor=(0.5, -0.25), frameon=False)
+    ax.set_title(f"{run.name}: {run.label()}, {short(run.target)} / {short(run.draft)}, "
+                 f"b={run.batch_size}: first {len(sel)} rounds of rep {br['rep'][0]}, "
+                 f"group {br['group'][0]} (numbers: round)", fontsize=9)
+    return fig
+
+
+# --- roofline --------------------------------------------------------------------------------
+
+def _gemm_points(char):
+    g = char.gemm
+    if not g:
+        return []
+    names = str(char.gemm_attrs.get("kernel_id", {}).get("names", "invariant,openblas"))
+    names = names.split(",")
+    pts = []
+    for i in range(len(g["gflops"])):
+        rows, n_in, n_out = float(g["rows"][i]), float(g["in"][i]), float(g["out"][i])
+        bytes_ = 4.0 * (n_in * n_out + rows * n_in + rows * n_out)
+        pts.append((2.0 * rows * n_in * n_out / bytes_, float(g["gflops"][i]),
+                    names[int(g["kernel_id"][i])] if int(g["kernel_id"][i]) < len(names) else "?"))
+    return pts
+
+
+def weights_read(model_attrs):
+    """Parameters a forward pass reads (and multiplies by): all of them, less the input
+    embedding table when it is not tied to the LM head (only the tokens' rows are read), as in
+    `ssd-bench characterize`'s decode bytes."""
+    P = float(model_attrs.get("parameters", math.nan))
+    try:
+        cfg = json.loads(model_attrs.get("config_json", "{}"))
+    except json.JSONDecodeError:
+        return P
+    if not cfg.get("tie_word_embeddings", False) and "vocab_size" in cfg:
+        P -= float(cfg["vocab_size"] - 1) * float(cfg.get("hidden_size", 0))
+    return P
+
+
+def _forward_kinds(runs):
+    """(label, intensity, achieved GFLOP/s or NaN) for AR step, verification, draft step and
+    branch step, from the first speculative run (and its AR baseline). Intensity of a forward
+    of `rows` tokens through a model of P fp32 parameters: 2 rows P / (4 P) = rows / 2."""
+    spec = next((r for r in runs if r.mode == "ssd" and r.has_rounds), None) or \
+        next((r for r in runs if r.mode == "sd" and r.has_rounds), None)
+    ar = None
+    if spec is not None:
+        ar = next((r for r in runs if r.mode == "ar" and r.sweep_key() == spec.sweep_key()), None)
+    ar = ar or next((r for r in runs if r.mode == "ar"), None)
+    sd = next((r for r in runs if r.mode == "sd" and r.has_rounds and
+               (spec is None or r.draft == spec.draft)), None)
+    kinds = []
+    if ar is not None:
+        P = weights_read(ar.models.get("target", {}))
+        base = V.ar_baseline(ar)
+        b = base["rows"] if base["steps"] else ar.batch_size
+        kinds.append((f"AR step ({b:.3g} rows)", b / 2, 2 * b * P / base["t_ar"] / 1e9))
+    if spec is not None:
+        br = T.batch_rounds(spec.rounds)
+        P = weights_read(spec.models.get("target", {}))
+        Pd = weights_read(spec.models.get("draft", {}))
+        K, rows = spec.lookahead, float(np.mean(br["rows"]))
+        kinds.append((f"verify ({rows * (K + 1):.3g} rows)", rows * (K + 1) / 2,
+                      2 * rows * (K + 1) * P / T.mean(br["verify"]) / 1e9))
+        # a draft step: SD drafting K tokens, or SSD's just-in-time drafting of a miss
+        if sd is not None:
+            sbr = T.batch_rounds(sd.rounds)
+            d_rows, step = float(np.mean(sbr["rows"])), T.mean(sbr["draft"] / sd.lookahead)
+        else:
+            jit = (br["round"] > 0) & br["any_primary"] & ~br["any_backup"] & (br["fallback"] > 0)
+            d_rows, step = rows, (T.mean(br["fallback"] / K, jit) if np.any(jit) else math.nan)
+        kinds.append((f"draft step ({d_rows:.3g} rows)", d_rows / 2,
+                      2 * d_rows * Pd / step / 1e9))
+        built = br["build"] > 0
+        if np.any(built):
+            branches = float(np.mean(br["branches"][built]))
+            per_step = T.mean(br["build"], built) / (K + 1)   # glue step + K branch steps
+            kinds.append((f"branch step ({branches:.3g} rows)", branches / 2,
+                          2 * branches * Pd / per_step / 1e9))
+    return kinds
+
+
+def fig_roofline(runs, out_dir):
+    chars = [r for r in runs if r.is_characterize]
+    if not chars:
+        raise Skip("no characterize file among the inputs (ssd-bench characterize --out FILE)")
+    char = chars[0]
+    bw = float(char.attrs.get("bandwidth_gbps", math.nan))
+    gemm = _gemm_points(char)
+    if not math.isfinite(bw) or not gemm:
+        raise Skip(f"{char.name} lacks bandwidth_gbps or /gemm measurements")
+    peak = max(g for _, g, _ in gemm)
+    kinds = _forward_kinds(runs)
+    xs = [i for i, _, _ in gemm] + [i for _, i, _ in kinds]
+    lo, hi = min(xs + [0.25]) / 2, max(xs + [peak / bw]) * 4
+    x = np.geomspace(lo, hi, 200)
+    fig, ax = plt.subplots(figsize=(9.5, 4.6))
+    ax.plot(x, np.minimum(peak, bw * x), color="black", linewidth=1.5,
+            label=f"roofline: {bw:.1f} GB/s, peak {peak:.1f} GFLOP/s (best GEMM)")
+    for kernel, marker in (("invariant", "o"), ("openblas", "s")):
+        pts = [(i, g) for i, g, k in gemm if k == kernel]
+        if pts:
+            ax.scatter(*zip(*pts), marker=marker, s=14, color="#999999", alpha=0.8,
+                       label=f"GEMM at the model's shapes ({kernel})")
+    for n, (label, inten, achieved) in enumerate(kinds):
+        color = PALETTE[n % len(PALETTE)]
+        ax.scatter([inten], [min(peak, bw * inten)], marker="D", s=40, facecolors="none",
+                   edgecolors=color, linewidths=1.5)
+        if math.isfinite(achieved):
+            ax.scatter([inten], [achieved], marker="D", s=40, color=color,
+                       label=f"{label}: {achieved:.2f} GFLOP/s")
+            ax.plot([inten, inten], [achieved, min(peak, bw * inten)], color=color,
+                    linestyle=":", linewidth=1)
+        else:
+            ax.scatter([], [], marker="D", color=color, label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP / weight byte) = 2 rows P / 4 P  (fp32 weights)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title(f"Roofline of {char.attrs.get('host', '?')} ({char.attrs.get('threads', '?')} "
+                 f"threads); hollow: attainable, filled: achieved", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig

@@ -1,0 +1,80 @@
+"""Per-run statistics shared by `validate` and `figures`: the AR baseline's latency unit,
+timing noise, SSD hit statistics and T's, Theorem 17's b*, sweep groups."""
+import math
+from collections import OrderedDict
+
+import numpy as np
+
+from . import metrics as M
+from . import timing as T
+
+
+def ar_baseline(run):
+    """Mean AR step time t_AR (the latency unit), mean rows per step and the step count."""
+    st = T.ar_steps(run.steps)
+    if not st:
+        return {"t_ar": math.nan, "rows": math.nan, "steps": 0}
+    return {"t_ar": float(np.mean(st["time"])), "rows": float(np.mean(st["rows"])),
+            "steps": len(st["time"])}
+
+
+def cv(run):
+    x = np.asarray(run.reps.get("decode_tokens_per_s", []), float)
+    return float(np.std(x, ddof=1) / np.mean(x)) if x.size > 1 and np.mean(x) > 0 else 0.0
+
+
+def ssd_stats(run, br):
+    """Hit statistics and T's (relative to the mean verification of a batch round).
+    q: share of the misses (steady rounds not speculated from the cache) that the backup
+    speculated. t_jit / t_backup: mean fallback time of steady rounds drafted just in time by
+    the primary / by the backup; e_miss_primary / e_miss_backup: E_miss of those rounds (for
+    Theorem 17)."""
+    r = run.rounds
+    p, pp, pb, n, n_p, n_b = M.hit_rates(r["outcome_hit"], r["source"])
+    looked = br["build"] > 0
+    v = T.mean(br["verify"])
+    steady = br["round"] > 0
+    miss = steady & ~br["all_hit"]
+    later = r["round"] > 0
+    acc = r["accepted"]
+
+    def e_of(source):
+        sel = later & (r["source"] == source)
+        return 1.0 + float(acc[sel].mean()) if np.any(sel) else math.nan
+
+    def t_of(sel):
+        return T.mean(br["fallback"], sel) / v if np.any(sel) else math.nan
+
+    return {"p": p, "pp": pp, "pb": pb, "lookups": n, "n_p": n_p, "n_b": n_b,
+            "e_hit": M.e_hit(acc, r["source"]),
+            "e_miss": M.e_miss(acc, r["source"], r["round"]),
+            "e_miss_primary": e_of(M.SOURCE_PRIMARY), "e_miss_backup": e_of(M.SOURCE_BACKUP),
+            "q": float(np.mean(r["source"][later & (r["source"] >= M.SOURCE_PRIMARY)]
+                               == M.SOURCE_BACKUP))
+            if np.any(later & (r["source"] >= M.SOURCE_PRIMARY)) else math.nan,
+            "t_p": T.mean(br["build"], looked) / v if np.any(looked) else 0.0,
+            "t_b": t_of(miss) if np.any(miss) else 0.0,
+            "t_jit": t_of(steady & br["any_primary"] & ~br["any_backup"]),
+            "t_backup": t_of(steady & br["any_backup"] & ~br["any_primary"])}
+
+
+def theorem17(stats_list):
+    """b* of Theorem 17 from SSD statistics (one run or several pooled by the caller): p_hit
+    and E_hit of the cache, the slow primary's just-in-time time (its T_p in the theorem) and
+    the fast backup's E_miss. NaN when no run drafted a miss just in time or by the backup."""
+    def pick(key):
+        vals = [s[key] for s in stats_list if math.isfinite(s.get(key, math.nan))]
+        return float(np.mean(vals)) if vals else math.nan
+    p, e_hit, t_slow, e_fast = pick("p"), pick("e_hit"), pick("t_jit"), pick("e_miss_backup")
+    if not all(math.isfinite(x) for x in (p, e_hit, t_slow, e_fast)):
+        return math.nan, {}
+    return M.b_star(p, e_hit, e_fast, t_slow), {"p": p, "e_hit": e_hit, "t_slow": t_slow,
+                                                 "e_fast": e_fast}
+
+
+def group_runs(runs):
+    groups = OrderedDict()
+    for r in runs:
+        if not r.is_characterize:
+            groups.setdefault(r.sweep_key(), []).append(r)
+    return groups

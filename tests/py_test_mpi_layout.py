@@ -1,0 +1,279 @@
+#!/usr/bin/python3
+"""ssd-bench under mpiexec: rank-layout and draft errors (one line, naming the flag, exit 2),
+the header's rank table, refusing a launcher it was not built for, the SD result file's
+/rounds table and speculation summary (recomputed from /rounds), and a rank that dies mid-run
+taking the whole job down."""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+import h5py
+import numpy as np
+
+ARGS = None
+TINY = ["--target", "synthetic:tiny-llama", "--max-new-tokens", "4", "--reps", "1",
+        "--warmup", "0", "--threads", "1"]
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_mpi_yield_when_idle="1")
+
+
+def mpi_command(np_, flags):
+    return [ARGS.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(np_),
+            ARGS.ssd_bench, *flags]
+
+
+def mpirun(np_, *flags):
+    return subprocess.run(mpi_command(np_, flags), capture_output=True, text=True, timeout=120,
+                          env=ENV)
+
+
+def own_lines(stderr):
+    """ssd-bench's own lines (mpirun adds banners of its own)."""
+    return [line for line in stderr.splitlines() if line.startswith("ssd-bench:")]
+
+
+class Layout(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        shutil.rmtree(ARGS.work, ignore_errors=True)
+        os.makedirs(ARGS.work)
+
+    def expect_error(self, np_, flags, *needles):
+        proc = mpirun(np_, *flags)
+        self.assertEqual(proc.returncode, 2, f"{flags}: {proc.stdout}{proc.stderr}")
+        lines = own_lines(proc.stderr)
+        self.assertEqual(len(lines), 1, f"{flags}: expected one ssd-bench line: {proc.stderr!r}")
+        self.assertTrue(lines[0].startswith("ssd-bench: error:"), lines[0])
+        for needle in needles:
+            self.assertIn(needle, lines[0], f"{flags}: {lines[0]}")
+        return lines[0]
+
+    def test_world_size_must_match_layout(self):
+        self.expect_error(3, [*TINY, "--mode", "sd", "--draft", "perturb:0", "--target-tp", "2",
+                              "--draft-ranks", "2"], "--target-tp", "--draft-ranks")
+
+    def test_tp_must_divide_heads(self):
+        # tiny-llama has 4 attention heads and 2 KV heads.
+        self.expect_error(3, [*TINY, "--target-tp", "3"], "--target-tp")
+
+    def test_sd_needs_a_draft(self):
+        self.expect_error(1, [*TINY, "--mode", "sd"], "--draft")
+        self.expect_error(2, [*TINY, "--mode", "sd", "--target-tp", "2"], "--draft")
+
+    def test_draft_vocabulary_must_match(self):
+        config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+                  "hidden_size": 64, "intermediate_size": 160, "num_hidden_layers": 2,
+                  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+                  "vocab_size": 300, "max_position_embeddings": 512, "rms_norm_eps": 1e-5,
+                  "rope_theta": 10000.0, "bos_token_id": 1, "eos_token_id": 2,
+                  "tie_word_embeddings": False, "hidden_act": "silu"}
+        path = os.path.join(ARGS.work, "vocab300", "config.json")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump(config, f)
+        line = self.expect_error(3, [*TINY, "--mode", "sd", "--target-tp", "2",
+                                     "--draft", "synthetic:" + path], "--draft", "vocabulary")
+        self.assertIn("300", line)
+
+    def test_header_lists_ranks_in_order(self):
+        for placement, np_, roles in [
+                ("separate", 3, ["target tp 0/2", "target tp 1/2", "draft 0/1"]),
+                ("collocated", 2, ["target tp 0/2 + draft", "target tp 1/2"])]:
+            proc = mpirun(np_, *TINY, "--mode", "sd", "--draft", "perturb:0", "--target-tp", "2",
+                          "--draft-placement", placement)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            lines = proc.stdout.splitlines()
+            start = lines.index("# rank layout:")
+            self.assertRegex(lines[start + 1], r"^#\s+rank\s+role\s+host\s+pid\s+device\s+threads")
+            pattern = re.compile(
+                r"^#\s+(\d+)\s+(target tp \d+/\d+(?: \+ draft)?|draft \d+/\d+)\s+(\S+)\s+(\d+)\s")
+            rows = [pattern.match(line) for line in lines[start + 2:start + 2 + np_]]
+            self.assertTrue(all(rows), lines[start:start + 2 + np_])
+            self.assertEqual([int(m.group(1)) for m in rows], list(range(np_)))
+            self.assertEqual([m.group(2) for m in rows], roles, placement)
+            pids = [int(m.group(4)) for m in rows]
+            self.assertEqual(len(set(pids)), np_, f"pids {pids}")
+            self.assertNotIn(os.getpid(), pids)
+            self.assertEqual(lines[start + 2 + np_], "#")
+
+    def test_launcher_mismatch_is_refused(self):
+        # What an ssd-bench built against another MPI sees when this launcher starts it: the
+        # launcher's task count in the environment, but a world of one.
+        env = dict(ENV, OMPI_COMM_WORLD_SIZE="2")
+        proc = subprocess.run([ARGS.ssd_bench, *TINY], capture_output=True, text=True,
+                              timeout=120, env=env)
+        self.assertNotEqual(proc.returncode, 0, proc.stdout)
+        lines = own_lines(proc.stderr)
+        self.assertEqual(len(lines), 1, proc.stderr)
+        self.assertIn("launcher", lines[0])
+        self.assertIn("OMPI_COMM_WORLD_SIZE", lines[0])
+        self.assertNotIn("Results", proc.stdout)
+
+    def test_sd_result_file(self):
+        path = os.path.join(ARGS.work, "sd.h5")
+        K, new = 3, 12
+        proc = mpirun(3, "--target", "synthetic:tiny-llama", "--mode", "sd", "--draft",
+                      "perturb:0.05", "--target-tp", "2", "-k", str(K), "--batch-size", "2",
+                      "--num-prompts", "3", "--prompt-len", "5", "--max-new-tokens", str(new),
+                      "--ignore-eos", "--reps", "2", "--warmup", "1", "--threads", "1", "--out",
+                      path)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with h5py.File(path, "r") as f:
+            self.assertEqual(f.attrs["mode"], "sd")
+            rounds = {name: f["/rounds"][name][...] for name in f["/rounds"]}
+            summary = dict(f["/summary"].attrs)
+            generated = f["/generated_tokens"][...]
+            roles = [f[f"/ranks/{r}"].attrs["role"] for r in range(3)]
+        self.assertEqual(roles, ["target tp 0/2", "target tp 1/2", "draft 0/1"])
+        for column in ["rep", "round", "accepted", "drafted", "bonus_token", "draft_time_s",
+                       "verify_time_s", "accept_time_s", "comm_time_s", "target_idle_s",
+                       "draft_idle_s", "start_s", "end_s"]:
+            self.assertIn(column, rounds)
+        n = len(rounds["rep"])
+        self.assertGreater(n, 0)
+        for name, values in rounds.items():
+            self.assertEqual(len(values), n, name)
+        accepted, drafted = rounds["accepted"], rounds["drafted"]
+        self.assertTrue(np.all(drafted == K))
+        self.assertTrue(np.all((accepted >= 0) & (accepted <= K)))
+        self.assertEqual(sorted(set(rounds["rep"].tolist())), [0, 1])  # warm-up not recorded
+        self.assertTrue(np.all(rounds["end_s"] >= rounds["start_s"]))
+        for column in ["draft_time_s", "verify_time_s", "accept_time_s", "comm_time_s",
+                       "target_idle_s", "draft_idle_s"]:
+            self.assertTrue(np.all(rounds[column] >= 0), column)
+
+        self.assertEqual(summary["rounds"], n)
+        self.assertEqual(summary["drafted_tokens"], drafted.sum())
+        self.assertEqual(summary["accepted_tokens"], accepted.sum())
+        self.assertAlmostEqual(summary["mean_acceptance_length"], 1 + accepted.sum() / n,
+                               places=12)
+        self.assertAlmostEqual(summary["acceptance_rate"], accepted.sum() / drafted.sum(),
+                               places=12)
+        per_position = [np.mean(accepted > i) for i in range(K)]
+        np.testing.assert_allclose(summary["per_position_acceptance"], per_position, rtol=1e-12)
+        histogram = np.bincount(accepted, minlength=K + 1)
+        np.testing.assert_array_equal(summary["acceptance_length_histogram"], histogram)
+        self.assertEqual(np.sum(summary["acceptance_length_histogram"]), n)
+        # Draft and verify times are per round (every sequence of a round shares them).
+        per_round = {}
+        for i in range(n):
+            key = (rounds["rep"][i], rounds["group"][i], rounds["round"][i])
+            times = (rounds["draft_time_s"][i], rounds["verify_time_s"][i])
+            self.assertEqual(per_round.setdefault(key, times), times, f"round {key}")
+        draft_s = sum(t[0] for t in per_round.values())
+        verify_s = sum(t[1] for t in per_round.values())
+        self.assertAlmostEqual(summary["draft_time_s"], draft_s, delta=1e-9 * max(draft_s, 1))
+        self.assertAlmostEqual(summary["verify_time_s"], verify_s, delta=1e-9 * max(verify_s, 1))
+        self.assertAlmostEqual(summary["t_sd"], draft_s / verify_s, places=9)
+
+        # Replaying rep 0's rounds reproduces /generated_tokens: after the prefill's token,
+        # each round emits its accepted drafts and then its bonus token.
+        rep0 = rounds["rep"] == 0
+        for s in range(generated.shape[0]):
+            mine = np.flatnonzero(rep0 & (rounds["sequence"] == s))
+            self.assertTrue(np.all(np.diff(rounds["round"][mine]) > 0), f"sequence {s}")
+            self.assertEqual(1 + rounds["tokens"][mine].sum(), new, f"sequence {s}")
+            at = 1
+            for i in mine:
+                k, emitted = rounds["accepted"][i], rounds["tokens"][i]
+                if emitted == k + 1:
+                    self.assertEqual(generated[s, at + k], rounds["bonus_token"][i],
+                                     f"sequence {s} round {rounds['round'][i]}")
+                else:  # the token limit cut the round short
+                    self.assertLessEqual(emitted, k)
+                    self.assertEqual(at + emitted, new)
+                at += emitted
+
+    def test_rank_dying_mid_run_ends_the_job(self):
+        # No fault-injection flag: kill a rank from outside while it decodes.
+        for victim in (1, 2):  # a target TP follower, the draft rank
+            with self.subTest(victim=victim):
+                self.kill_rank_mid_run(victim)
+
+    def kill_rank_mid_run(self, victim):
+        flags = ["--target", "synthetic:tiny-llama", "--mode", "sd", "--draft", "perturb:0.05",
+                 "--target-tp", "2", "--max-new-tokens", "20", "--ignore-eos", "--reps",
+                 "1000000", "--warmup", "0", "--threads", "1"]
+        proc = subprocess.Popen(mpi_command(3, flags), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, env=ENV)
+        try:
+            ranks = self.wait_for_ranks(proc.pid, 3)
+            time.sleep(1.0)  # well into the (effectively endless) decode loop
+            self.assertIsNone(proc.poll(), "the run ended before the rank was killed")
+            os.kill(ranks[victim], signal.SIGKILL)
+            start = time.monotonic()
+            _, stderr = proc.communicate(timeout=60)
+            print(f"\n  rank {victim} killed: mpiexec exited {proc.returncode} after "
+                  f"{time.monotonic() - start:.1f} s", end="", flush=True)
+            self.assertNotEqual(proc.returncode, 0, stderr)
+            time.sleep(0.5)
+            for rank, pid in ranks.items():
+                self.assertFalse(alive(pid), f"rank {rank} (pid {pid}) outlived the job")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+
+    def wait_for_ranks(self, launcher, count):
+        """{rank: pid} of the launcher's children, once all `count` have started."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            ranks = {}
+            for pid in children(launcher):
+                rank = environ_int(pid, "OMPI_COMM_WORLD_RANK")
+                if rank is not None:
+                    ranks[rank] = pid
+            if len(ranks) == count:
+                return ranks
+            time.sleep(0.05)
+        self.fail("the ranks did not start")
+
+
+def children(pid):
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid:
+                    out.append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def environ_int(pid, name):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            for item in f.read().split(b"\0"):
+                if item.startswith(name.encode() + b"="):
+                    return int(item.split(b"=", 1)[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def alive(pid):
+    """True unless the process is gone or a zombie (dead, not yet reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ssd-bench", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--mpiexec", default=shutil.which("mpiexec") or "mpiexec")
+    ARGS, rest = parser.parse_known_args()
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)

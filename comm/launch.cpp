@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "model/errors.h"
+
 namespace ssd {
 namespace {
 
@@ -31,7 +33,7 @@ std::optional<LauncherSize> launcher_world_size() {
 void check_launch(int mpi_world_size) {
   auto launcher = launcher_world_size();
   if (launcher && launcher->size != mpi_world_size)
-    throw std::runtime_error(
+    throw InputError(
         "the launcher started " + std::to_string(launcher->size) + " tasks (" + launcher->variable +
         ") but MPI sees a world of " + std::to_string(mpi_world_size) +
         ": ssd-bench was launched by a different MPI than it was built with; use its mpirun");

@@ -23,6 +23,10 @@ namespace {
 double ratio(double a, double b) {
   return b > 0 ? a / b : 0.0;
 }
+// Undefined (no such rounds) is NaN, not 0: analysis must not read it as a measurement.
+double ratio_or_nan(double a, double b) {
+  return b > 0 ? a / b : std::nan("");
+}
 
 void summarize_cache(const std::vector<RoundRecord>& rounds, SpeculationSummary& sp) {
   constexpr int kCacheHit = 1, kBackup = 3;
@@ -54,11 +58,11 @@ void summarize_cache(const std::vector<RoundRecord>& rounds, SpeculationSummary&
   if (!sp.cache) return;
   sp.lookups = looks_p + looks_b;
   sp.hits = hits_p + hits_b;
-  sp.p_hit = ratio(double(sp.hits), double(sp.lookups));
-  sp.p_hit_primary = ratio(double(hits_p), double(looks_p));
-  sp.p_hit_backup = ratio(double(hits_b), double(looks_b));
-  sp.e_hit = 1.0 + ratio(double(hit_accepted), double(hit_rounds));
-  sp.e_miss = 1.0 + ratio(double(miss_accepted), double(miss_rounds));
+  sp.p_hit = ratio_or_nan(double(sp.hits), double(sp.lookups));
+  sp.p_hit_primary = ratio_or_nan(double(hits_p), double(looks_p));
+  sp.p_hit_backup = ratio_or_nan(double(hits_b), double(looks_b));
+  sp.e_hit = 1.0 + ratio_or_nan(double(hit_accepted), double(hit_rounds));
+  sp.e_miss = 1.0 + ratio_or_nan(double(miss_accepted), double(miss_rounds));
   const double mean_verify = ratio(verify, double(verifies));
   sp.t_p = ratio(ratio(build, double(builds)), mean_verify);
   sp.t_b = ratio(ratio(fallback, double(fallbacks)), mean_verify);

@@ -68,7 +68,7 @@ struct Weights {
   std::vector<LayerWeights> layers;
   Buffer final_norm;  // [hidden]
   Buffer lm_head;     // [vocab, hidden]; the same memory as embed when tied
-  size_t bytes = 0;   // bytes of weights this rank holds (what one decode step must read)
+  size_t bytes = 0;   // bytes of weights this rank holds (an untied embedding is held, not read)
 };
 
 // Reads this shard's slices of every tensor from `source` into backend memory.

@@ -126,6 +126,10 @@ void matmul_invariant(float* out, const float* x, const float* w, int rows, int 
 void matmul_openblas(float* out, const float* x, const float* w, int rows, int in, int out_dim,
                      int threads) {
   openblas_set_num_threads(threads);
+  if (rows == 1) {  // sgemm at M=1 packs the whole weight matrix first: use the GEMV path
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, out_dim, in, 1.0f, w, in, x, 1, 0.0f, out, 1);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, out_dim, in, 1.0f, x, in, w, in, 0.0f,
               out, out_dim);
 }

@@ -121,16 +121,24 @@ SaguaroSettings saguaro_settings(const RunConfig& c) {
   s.draft_temperature = c.draft_temperature;
   s.seed = c.seed;
   s.fanout = parse_fanout(c.fanout);
-  s.backup_fanout = parse_fanout(c.fanout_backup.empty() ? c.fanout : c.fanout_backup);
+  try {
+    s.backup_fanout = parse_fanout(c.fanout_backup.empty() ? c.fanout : c.fanout_backup);
+  } catch (const InputError& e) {
+    if (c.fanout_backup.empty()) throw;
+    std::string message = e.what();
+    if (message.rfind("--fanout", 0) == 0) message = "--fanout-backup" + message.substr(8);
+    throw InputError(message);
+  }
   for (const FanoutSpec* f : {&s.fanout, &s.backup_fanout})
     if (f->kind == FanoutSpec::Kind::List && int(f->list.size()) != c.lookahead + 1)
-      throw InputError("--fanout: list needs K+1 = " + std::to_string(c.lookahead + 1) +
+      throw InputError(std::string(f == &s.fanout ? "--fanout" : "--fanout-backup") +
+                       ": list needs K+1 = " + std::to_string(c.lookahead + 1) +
                        " entries for --lookahead " + std::to_string(c.lookahead));
   s.alpha = auto_or_number("--fanout-alpha", c.fanout_alpha, 1.0);
   s.r = auto_or_number("--fanout-r", c.fanout_r, 100.0);
   const double budget = auto_or_number("--budget", c.budget, 4096.0);
-  if (budget >= 0 && budget != std::floor(budget))
-    throw InputError("--budget: expected auto or a whole number");
+  if (budget >= 0 && (budget != std::floor(budget) || budget < 1))
+    throw InputError("--budget: expected auto or a whole number >= 1");
   s.budget = budget < 0 ? 0 : int(budget);
   s.saguaro_c = c.saguaro_c;
   s.fallback = c.fallback;

@@ -36,7 +36,7 @@ int32_t Drafter::apply(const SequenceOutcome& o) {
   if (bonus < 0) {
     // Synthetic outcome: the bonus is our rank-th candidate at position k.
     const int32_t excluded = o.accepted < lookahead_ ? row.draft[o.accepted] : -1;
-    UniformStream u{seed_, sampling_stream(row.sequence) + 3, row.resolve_draws};
+    UniformStream u{seed_ ^ kResolveSeed, sampling_stream(row.sequence) + 3, row.resolve_draws};
     bonus = resolve_ranked_bonus(row.lists[o.accepted], excluded, o.bonus_rank,
                                  draft_.config().vocab_size, u);
     row.resolve_draws = u.counter;

@@ -151,7 +151,8 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
       int32_t bonus = o.bonus;
       if (bonus < 0) {
         // Synthetic outcome: the bonus is our rank-th candidate at position k.
-        UniformStream u{s_.seed, sampling_stream(row.sequence) + 3, row.resolve_draws};
+        UniformStream u{s_.seed ^ kResolveSeed, sampling_stream(row.sequence) + 3,
+                        row.resolve_draws};
         bonus = resolve_ranked_bonus(list, excluded, o.bonus_rank, vocab_, u);
         row.resolve_draws = u.counter;
         out.resolved_bonus = bonus;

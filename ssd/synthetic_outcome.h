@@ -8,6 +8,10 @@
 
 namespace ssd {
 
+// Seed modifier of the draws that resolve synthetic bonus ranks: a stream of their own, apart
+// from the random backup speculator's (which shares the sequence's spare stream index).
+inline constexpr uint64_t kResolveSeed = 0x7265736f6c7665ULL;
+
 // The rank-th (1-based) token of `candidates` once `excluded` (s_{k+1}, or -1) is skipped;
 // past the end of the list, a uniformly drawn token that is in neither the list nor excluded
 // (its true rank is beyond what was examined, so it must not be a cached candidate).

@@ -108,7 +108,8 @@ __global__ void __launch_bounds__(kThreads)
       if (d < head_dim) {
         float o = acc[j] * rescale;
         const bf16* v = v_cache + seq_base * kv_dim + head_offset + size_t(d);
-        for (int i = 0; i < len; ++i) o = fmaf(s_p[i], __bfloat162float(v[size_t(s_slot[i]) * kv_dim]), o);
+        for (int i = 0; i < len; ++i)
+          o = fmaf(s_p[i], __bfloat162float(v[size_t(s_slot[i]) * kv_dim]), o);
         acc[j] = o;
       }
     }

@@ -1,8 +1,6 @@
 // CudaBackend: device memory, host<->device transfers with fp32<->bf16 conversion, staging of
 // host-side op arguments, and the op entry points (kernels in *_kernels.cu, cuBLAS for large
 // GEMMs).
-#include "kernels/cuda/cuda_backend.h"
-
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -13,17 +11,18 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels.cuh"
 
-#define SSD_CUBLAS_CHECK(call)                                                             \
-  do {                                                                                     \
-    const cublasStatus_t ssd_cublas_status_ = (call);                                      \
-    if (ssd_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                       \
-      throw std::runtime_error(std::string("cuBLAS error: ") + #call + " failed: " +       \
-                               cublasGetStatusString(ssd_cublas_status_) + " (" +          \
-                               cublasGetStatusName(ssd_cublas_status_) + ") at " +         \
-                               __FILE__ + ":" + std::to_string(__LINE__));                 \
+#define SSD_CUBLAS_CHECK(call)                                                                  \
+  do {                                                                                          \
+    const cublasStatus_t ssd_cublas_status_ = (call);                                           \
+    if (ssd_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                            \
+      throw std::runtime_error(std::string("cuBLAS error: ") + #call +                          \
+                               " failed: " + cublasGetStatusString(ssd_cublas_status_) + " (" + \
+                               cublasGetStatusName(ssd_cublas_status_) + ") at " + __FILE__ +   \
+                               ":" + std::to_string(__LINE__));                                 \
   } while (0)
 
 namespace ssd {
@@ -87,7 +86,7 @@ struct CudaBackend::State {
     size_t begin = 0, end = 0;
     bool valid = false;
   };
-  enum Kind { kTokens, kPositions, kMask, kKinds };
+  enum Kind { kTokens, kPositions, kMask, kSeqSlot, kKinds };
 
   char* host = nullptr;
   char* dev = nullptr;
@@ -353,8 +352,8 @@ void CudaBackend::to_host(float* dst, const Buffer& src, size_t offset, size_t c
     const size_t n = std::min(chunk, count - done);
     // The next chunk's conversion is stream-ordered after this chunk's copy out of scratch.
     cuda_kernels::bf16_to_f32(scratch, data(src) + offset + done, n, stream_);
-    SSD_CUDA_CHECK(cudaMemcpyAsync(dst + done, scratch, n * sizeof(float),
-                                   cudaMemcpyDeviceToHost, stream_));
+    SSD_CUDA_CHECK(
+        cudaMemcpyAsync(dst + done, scratch, n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   }
   SSD_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
@@ -367,8 +366,8 @@ void CudaBackend::from_host(Buffer& dst, size_t offset, const float* src, size_t
   float* scratch = state_->f32_scratch(stream_, chunk);
   for (size_t done = 0; done < count; done += chunk) {
     const size_t n = std::min(chunk, count - done);
-    SSD_CUDA_CHECK(cudaMemcpyAsync(scratch, src + done, n * sizeof(float),
-                                   cudaMemcpyHostToDevice, stream_));
+    SSD_CUDA_CHECK(
+        cudaMemcpyAsync(scratch, src + done, n * sizeof(float), cudaMemcpyHostToDevice, stream_));
     cuda_kernels::f32_to_bf16(data(dst) + offset + done, scratch, n, stream_);
   }
   // Pageable source memory: return only once it has been read.
@@ -519,8 +518,18 @@ void CudaBackend::kv_store(Buffer& k_cache, Buffer& v_cache, const KVLayout& lay
   check_elements(k, size_t(mask.rows) * kv_dim, "CudaBackend::kv_store (k)");
   check_elements(v, size_t(mask.rows) * kv_dim, "CudaBackend::kv_store (v)");
   make_current();
-  const int32_t* m = upload_mask(mask);
   const size_t rows = size_t(mask.rows);
+  const int32_t* m = nullptr;
+  if (mask.prefix && mask.extra_begin) {
+    m = upload_mask(mask);  // the whole mask: attention() on the same mask reuses the upload
+  } else {
+    // kv_store needs only seq and slot (callers outside forward() may pass no more).
+    std::vector<int32_t>& w = state_->mask_words;
+    w.assign(mask.seq, mask.seq + rows);
+    w.insert(w.end(), mask.slot, mask.slot + rows);
+    m = static_cast<const int32_t*>(
+        state_->stage(stream_, State::kSeqSlot, w.data(), w.size() * sizeof(int32_t)));
+  }
   cuda_kernels::kv_store(data(k_cache), data(v_cache), data(k), data(v), m, m + rows, mask.rows,
                          layout.capacity, int(kv_dim), stream_);
 }
@@ -626,8 +635,8 @@ double CudaTimer::elapsed_ms() {
 
 void cuda_sum_ranks_bf16(void* out, const void* gathered, size_t count, int ranks,
                          cudaStream_t stream) {
-  cuda_kernels::sum_ranks(static_cast<bf16*>(out), static_cast<const bf16*>(gathered), count,
-                          ranks, stream);
+  cuda_kernels::sum_ranks(static_cast<bf16*>(out), static_cast<const bf16*>(gathered), count, ranks,
+                          stream);
 }
 
 }  // namespace ssd

@@ -96,8 +96,8 @@ class CudaBackend final : public Backend {
   void add(Buffer& x, const Buffer& y, size_t count) override;
 
   // The GEMM with an explicit kernel choice (tests, benchmarks); matmul() picks by gemm().
-  void matmul_with(CudaGemm kernel, Buffer& out, const Buffer& x, const Buffer& w, int rows,
-                   int in, int out_dim);
+  void matmul_with(CudaGemm kernel, Buffer& out, const Buffer& x, const Buffer& w, int rows, int in,
+                   int out_dim);
 
   // Makes this backend's device current on the calling thread (every method does this itself;
   // code that calls the CUDA runtime directly next to a backend may need it).
@@ -106,8 +106,7 @@ class CudaBackend final : public Backend {
  private:
   struct State;  // staging memory, scratch buffers, fp32 shadows (cuda_backend.cu)
 
-  void matmul_cublas(Buffer& out, const Buffer& x, const Buffer& w, int rows, int in,
-                     int out_dim);
+  void matmul_cublas(Buffer& out, const Buffer& x, const Buffer& w, int rows, int in, int out_dim);
   const int32_t* upload_mask(const AttentionMask& mask);
 
   int device_ = 0;

@@ -15,18 +15,16 @@ namespace ssd::cuda_detail {
                                           int line) {
   throw std::runtime_error(std::string("CUDA error: ") + call + " failed: " +
                            cudaGetErrorString(code) + " (" + cudaGetErrorName(code) + " = " +
-                           std::to_string(int(code)) + ") at " + file + ":" +
-                           std::to_string(line));
+                           std::to_string(int(code)) + ") at " + file + ":" + std::to_string(line));
 }
 
 }  // namespace ssd::cuda_detail
 
-#define SSD_CUDA_CHECK(call)                                                   \
-  do {                                                                         \
-    const cudaError_t ssd_cuda_status_ = (call);                               \
-    if (ssd_cuda_status_ != cudaSuccess)                                       \
-      ::ssd::cuda_detail::throw_cuda_error(#call, ssd_cuda_status_, __FILE__, \
-                                           __LINE__);                          \
+#define SSD_CUDA_CHECK(call)                                                             \
+  do {                                                                                   \
+    const cudaError_t ssd_cuda_status_ = (call);                                         \
+    if (ssd_cuda_status_ != cudaSuccess)                                                 \
+      ::ssd::cuda_detail::throw_cuda_error(#call, ssd_cuda_status_, __FILE__, __LINE__); \
   } while (0)
 
 #define SSD_CUDA_CHECK_LAUNCH() SSD_CUDA_CHECK(cudaGetLastError())

@@ -59,9 +59,10 @@ std::vector<std::pair<std::string, std::string>> cuda_versions() {
   int v = 0;
   cudaError_t e = cudaDriverGetVersion(&v);
   // cudaDriverGetVersion reports 0 (and success) when no driver is installed.
-  out.emplace_back("cuda_driver", e != cudaSuccess ? "unavailable: " + describe("cudaDriverGetVersion", e)
-                                  : v == 0         ? std::string("unavailable: no driver")
-                                                   : version_string(v));
+  out.emplace_back("cuda_driver", e != cudaSuccess
+                                      ? "unavailable: " + describe("cudaDriverGetVersion", e)
+                                  : v == 0 ? std::string("unavailable: no driver")
+                                           : version_string(v));
   e = cudaRuntimeGetVersion(&v);
   out.emplace_back("cuda_runtime", e != cudaSuccess
                                        ? "unavailable: " + describe("cudaRuntimeGetVersion", e)

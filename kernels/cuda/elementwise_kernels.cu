@@ -25,13 +25,11 @@ __device__ __forceinline__ float f(bf16 v) {
   return __bfloat162float(v);
 }
 
-__global__ void f32_to_bf16_kernel(bf16* __restrict__ out, const float* __restrict__ in,
-                                   size_t n) {
+__global__ void f32_to_bf16_kernel(bf16* __restrict__ out, const float* __restrict__ in, size_t n) {
   for (size_t i = thread_index(); i < n; i += thread_stride()) out[i] = __float2bfloat16(in[i]);
 }
 
-__global__ void bf16_to_f32_kernel(float* __restrict__ out, const bf16* __restrict__ in,
-                                   size_t n) {
+__global__ void bf16_to_f32_kernel(float* __restrict__ out, const bf16* __restrict__ in, size_t n) {
   for (size_t i = thread_index(); i < n; i += thread_stride()) out[i] = f(in[i]);
 }
 
@@ -167,16 +165,16 @@ void rope(bf16* x, const int32_t* positions, const float* inv_freq, int rows, in
           int head_dim, cudaStream_t stream) {
   const size_t total = size_t(rows) * size_t(heads) * size_t(head_dim / 2);
   if (total == 0) return;
-  rope_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, positions, inv_freq, heads,
-                                                          head_dim, total);
+  rope_kernel<<<blocks_for(total), kThreads, 0, stream>>>(x, positions, inv_freq, heads, head_dim,
+                                                          total);
   SSD_CUDA_CHECK_LAUNCH();
 }
 
 void kv_store(bf16* k_cache, bf16* v_cache, const bf16* k, const bf16* v, const int32_t* seq,
               const int32_t* slot, int rows, int capacity, int kv_dim, cudaStream_t stream) {
   if (rows <= 0 || kv_dim <= 0) return;
-  kv_store_kernel<<<unsigned(rows), 128, 0, stream>>>(k_cache, v_cache, k, v, seq, slot,
-                                                      capacity, kv_dim);
+  kv_store_kernel<<<unsigned(rows), 128, 0, stream>>>(k_cache, v_cache, k, v, seq, slot, capacity,
+                                                      kv_dim);
   SSD_CUDA_CHECK_LAUNCH();
 }
 

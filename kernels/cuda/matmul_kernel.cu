@@ -17,10 +17,11 @@
 //
 // Bandwidth (M = 1): every weight byte is read once per call with 16-byte coalesced loads
 // (a block streams 2 KB of each of its columns per step), U = 16 / COLS chunk loads per column
-// are issued (predicated) before their first use, and COLS is chosen so the grid has at least ~4 blocks per
-// SM. x is small and re-read from L1/L2 by every block. Rows beyond RT re-stream the block's
-// weights once per row tile (mostly from L2); at rows >= ~16 the kernel is bound by fp32 FMA
-// throughput rather than memory, which is why prefill goes to cuBLAS.
+// (8 / COLS with 8-row tiles) are issued (predicated) before their first use, and COLS is
+// chosen so the grid has at least ~4 blocks per SM. x is small and re-read from L1/L2 by every
+// block. Rows beyond RT re-stream the block's weights once per row tile (mostly from L2); at
+// rows >= ~16 the kernel is bound by fp32 FMA throughput rather than memory, which is why
+// prefill goes to cuBLAS.
 #include <cstdint>
 
 #include "kernels/cuda/cuda_check.h"
@@ -78,8 +79,10 @@ template <int RT, int COLS>
 __global__ void __launch_bounds__(kThreads)
     matmul_vec_kernel(bf16* __restrict__ out, const bf16* __restrict__ x,
                       const bf16* __restrict__ w, int rows, int in, int out_dim) {
-  constexpr int U = 16 / COLS;  // chunks in flight per column and thread
-  static_assert(COLS >= 1 && COLS <= 8 && U >= 2, "COLS in 1..8");
+  // Chunks in flight per column and thread: 16 loads of 16 bytes per thread, 8 with 8-row
+  // tiles (their accumulators need the registers; they are FMA-bound anyway).
+  constexpr int U = (RT >= 8 ? 8 : 16) / COLS;
+  static_assert(COLS >= 1 && COLS <= 8 && U >= 1, "COLS in 1..8");
   __shared__ float partial[kWarps][RT][COLS];
 
   const int tid = threadIdx.x;
@@ -194,8 +197,8 @@ void launch_vec_cols(int cols, bf16* out, const bf16* x, const bf16* w, int rows
 template <int RT>
 void launch_scalar(bf16* out, const bf16* x, const bf16* w, int rows, int in, int out_dim,
                    cudaStream_t stream) {
-  matmul_scalar_kernel<RT><<<unsigned(out_dim), kThreads, 0, stream>>>(out, x, w, rows, in,
-                                                                       out_dim);
+  matmul_scalar_kernel<RT>
+      <<<unsigned(out_dim), kThreads, 0, stream>>>(out, x, w, rows, in, out_dim);
   SSD_CUDA_CHECK_LAUNCH();
 }
 
@@ -213,10 +216,14 @@ void matmul_invariant(bf16* out, const bf16* x, const bf16* w, int rows, int in,
   const bool vec = in % kChunk == 0 && aligned16(x) && aligned16(w);
   if (!vec) {
     switch (rt) {
-      case 1: return launch_scalar<1>(out, x, w, rows, in, out_dim, stream);
-      case 2: return launch_scalar<2>(out, x, w, rows, in, out_dim, stream);
-      case 4: return launch_scalar<4>(out, x, w, rows, in, out_dim, stream);
-      default: return launch_scalar<8>(out, x, w, rows, in, out_dim, stream);
+      case 1:
+        return launch_scalar<1>(out, x, w, rows, in, out_dim, stream);
+      case 2:
+        return launch_scalar<2>(out, x, w, rows, in, out_dim, stream);
+      case 4:
+        return launch_scalar<4>(out, x, w, rows, in, out_dim, stream);
+      default:
+        return launch_scalar<8>(out, x, w, rows, in, out_dim, stream);
     }
   }
   // Columns per block: as many as keep >= 4 blocks per SM (more columns per block share each
@@ -225,10 +232,14 @@ void matmul_invariant(bf16* out, const bf16* x, const bf16* w, int rows, int in,
   int cols = max_cols;
   while (cols > 1 && (out_dim + cols - 1) / cols < 4 * sm_count) cols /= 2;
   switch (rt) {
-    case 1: return launch_vec_cols<1>(cols, out, x, w, rows, in, out_dim, stream);
-    case 2: return launch_vec_cols<2>(cols, out, x, w, rows, in, out_dim, stream);
-    case 4: return launch_vec_cols<4>(cols, out, x, w, rows, in, out_dim, stream);
-    default: return launch_vec_cols<8>(cols, out, x, w, rows, in, out_dim, stream);
+    case 1:
+      return launch_vec_cols<1>(cols, out, x, w, rows, in, out_dim, stream);
+    case 2:
+      return launch_vec_cols<2>(cols, out, x, w, rows, in, out_dim, stream);
+    case 4:
+      return launch_vec_cols<4>(cols, out, x, w, rows, in, out_dim, stream);
+    default:
+      return launch_vec_cols<8>(cols, out, x, w, rows, in, out_dim, stream);
   }
 }
 

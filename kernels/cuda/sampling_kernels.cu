@@ -1,12 +1,11 @@
 // Softmax, argmax and top-k over device logits: one block of 256 threads per row.
-#include "kernels/cuda/sampling_kernels.h"
-
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/kernels.cuh"
+#include "kernels/cuda/sampling_kernels.h"
 
 namespace ssd {
 namespace {

@@ -22,8 +22,7 @@ struct DeviceLogits {
 
 // probs[r][:] = softmax(logits[r][:] / temperature) in fp32; temperature > 0. NaN logits count
 // as -inf.
-void cuda_softmax(float* probs, const DeviceLogits& logits, float temperature,
-                  cudaStream_t stream);
+void cuda_softmax(float* probs, const DeviceLogits& logits, float temperature, cudaStream_t stream);
 
 // out[r] = the index of row r's largest logit (the lowest such index on ties; NaN never wins
 // over a number).

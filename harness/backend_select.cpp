@@ -1,0 +1,215 @@
+// make_backend(): --backend and --devices to a Backend, binding each rank to its GPU.
+#include "harness/backend_select.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <string>
+#include <system_error>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "model/errors.h"
+
+#if defined(SSD_HAVE_CUDA)
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_device.h"
+#endif
+#if defined(SSD_HAVE_NCCL)
+#include "comm/nccl_all_reduce.h"
+#endif
+
+namespace ssd {
+namespace {
+
+// "0,1,2" -> {0, 1, 2}; "" -> {}.
+std::vector<int> parse_devices(const std::string& devices) {
+  std::vector<int> out;
+  if (devices.empty()) return out;
+  const auto bad = [&] {
+    return InputError("--devices " + devices +
+                      ": expected comma-separated GPU indices, one per rank on a node (e.g. 0,1)");
+  };
+  size_t start = 0;
+  while (true) {
+    const size_t comma = devices.find(',', start);
+    const size_t end = comma == std::string::npos ? devices.size() : comma;
+    int value = -1;
+    const char* first = devices.data() + start;
+    const char* last = devices.data() + end;
+    const auto [ptr, ec] = std::from_chars(first, last, value);
+    if (first == last || ec != std::errc() || ptr != last || value < 0) throw bad();
+    out.push_back(value);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+void check_name(const std::string& name) {
+  if (name != "cpu" && name != "cuda" && name != "auto")
+    throw InputError("--backend " + name + ": expected cpu, cuda or auto");
+}
+
+GemmKind cpu_gemm(const std::string& gemm) {
+  if (gemm == "invariant") return GemmKind::Invariant;
+  if (gemm == "openblas") return GemmKind::OpenBLAS;
+  throw InputError("--gemm " + gemm + ": the cpu backend has invariant or openblas");
+}
+
+std::unique_ptr<Backend> make_cpu(int threads, const std::string& gemm) {
+  return std::make_unique<CpuBackend>(threads, cpu_gemm(gemm));
+}
+
+#if defined(SSD_HAVE_CUDA)
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "this host";
+  return name;
+}
+
+CudaGemm cuda_gemm(const std::string& gemm) {
+  if (gemm == "invariant") return CudaGemm::Auto;
+  if (gemm == "cublas") return CudaGemm::Cublas;
+  throw InputError("--gemm " + gemm + ": the cuda backend has invariant or cublas");
+}
+
+// This rank's index among the ranks on its node, and how many there are. Collective over
+// MPI_COMM_WORLD when MPI is running.
+std::pair<int, int> node_local_rank() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (!initialized || finalized) return {0, 1};
+  MPI_Comm local;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(local, &rank);
+  MPI_Comm_size(local, &size);
+  MPI_Comm_free(&local);
+  return {rank, size};
+}
+
+std::unique_ptr<Backend> make_cuda(int threads, CudaGemm gemm, const std::string& devices,
+                                   const std::vector<int>& device_list, int local_rank,
+                                   int local_size, int visible) {
+  const std::string host = host_name();
+  int device = 0;
+  if (!device_list.empty()) {
+    if (local_rank >= int(device_list.size()))
+      throw InputError("--devices " + devices + ": " + std::to_string(device_list.size()) +
+                       " GPU(s) for " + std::to_string(local_size) + " ranks on " + host);
+    device = device_list[size_t(local_rank)];
+    if (device >= visible)
+      throw InputError("--devices " + devices + ": GPU " + std::to_string(device) +
+                       " does not exist on " + host + " (" + std::to_string(visible) + " visible)");
+  } else {
+    // More ranks than GPUs on a node share them round-robin (e.g. a draft rank beside its
+    // target on one GPU).
+    device = local_rank % visible;
+  }
+  try {
+    return std::make_unique<CudaBackend>(device, threads, gemm);
+  } catch (const std::runtime_error& e) {
+    throw InputError("--backend cuda: no usable GPU on " + host + " (GPU " +
+                     std::to_string(device) + ": " + e.what() + ")");
+  }
+}
+#endif
+
+}  // namespace
+
+bool cuda_backend_built() {
+#if defined(SSD_HAVE_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const std::string& name, int threads, const std::string& gemm,
+                                      const std::string& devices) {
+  check_name(name);
+  const std::vector<int> device_list = parse_devices(devices);
+  if (name == "cpu") return make_cpu(threads, gemm);
+#if defined(SSD_HAVE_CUDA)
+  if (name == "cuda") cuda_gemm(gemm);  // reject a bad --gemm before the collective step
+  const auto [local_rank, local_size] = node_local_rank();
+  std::string why;
+  const int visible = cuda_device_count(&why);
+  if (name == "auto" && visible == 0) return make_cpu(threads, gemm);
+  if (visible == 0)
+    throw InputError("--backend cuda: no usable GPU on " + host_name() + " (" + why + ")");
+  return make_cuda(threads, cuda_gemm(gemm), devices, device_list, local_rank, local_size, visible);
+#else
+  (void)device_list;  // validated above, so --devices errors do not depend on the build
+  if (name == "auto") return make_cpu(threads, gemm);
+  throw InputError("--backend cuda: this build has no CUDA backend (configure with -DSSD_CUDA=ON)");
+#endif
+}
+
+std::string backend_device_description(Backend& backend) {
+#if defined(SSD_HAVE_CUDA)
+  if (auto* cuda = dynamic_cast<CudaBackend*>(&backend)) {
+    const int d = cuda->device();
+    return cuda->device_name() + " (cuda:" + std::to_string(d) + ", PCI " +
+           cuda_device_pci_bus_id(d) + ", cc " + cuda_compute_capability(d) + ")";
+  }
+#endif
+  return backend.device_name();
+}
+
+namespace {
+// The sum over a one-rank group: the buffer itself.
+class IdentityAllReduce final : public AllReduce {
+ public:
+  void sum(Buffer&, size_t) override {}
+};
+}  // namespace
+
+std::unique_ptr<AllReduce> make_all_reduce(Backend& backend, MPI_Comm group) {
+#if defined(SSD_HAVE_CUDA)
+  if (auto* cuda = dynamic_cast<CudaBackend*>(&backend)) {
+    int size = 1;
+    MPI_Comm_size(group, &size);
+    // Never an MpiAllReduce here: it would read device pointers as host memory.
+    if (size == 1) return std::make_unique<IdentityAllReduce>();
+#if defined(SSD_HAVE_NCCL)
+    return std::make_unique<NcclAllReduce>(group, *cuda);
+#else
+    (void)cuda;
+    throw InputError(
+        "--backend cuda: tensor parallelism needs NCCL, and this build has none (set NCCL_HOME "
+        "and reconfigure)");
+#endif
+  }
+#else
+  (void)backend;  // every backend of a CPU-only build holds host memory
+#endif
+  return std::make_unique<MpiAllReduce>(group);
+}
+
+CommStats all_reduce_stats(const AllReduce& all_reduce) {
+  if (auto* mpi = dynamic_cast<const MpiAllReduce*>(&all_reduce)) return mpi->stats();
+#if defined(SSD_HAVE_NCCL)
+  if (auto* nccl = dynamic_cast<const NcclAllReduce*>(&all_reduce)) return nccl->stats();
+#endif
+  return {};
+}
+
+std::vector<std::pair<std::string, std::string>> backend_versions(Backend& backend) {
+  std::vector<std::pair<std::string, std::string>> out;
+#if defined(SSD_HAVE_CUDA)
+  if (dynamic_cast<CudaBackend*>(&backend)) {
+    out = cuda_versions();
+#if defined(SSD_HAVE_NCCL)
+    out.emplace_back("nccl", nccl_version());
+#endif
+  }
+#else
+  (void)backend;
+#endif
+  return out;
+}
+
+}  // namespace ssd

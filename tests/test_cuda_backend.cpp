@@ -1,0 +1,824 @@
+// The CUDA backend (label `gpu`): every op against the CPU backend, whole-model logits against
+// the CPU, the bit-exact properties greedy SD relies on (batch invariance of the GEMM and of
+// forward(), branch masks equal separate branches), the sampling kernels, and NCCL tensor
+// parallelism over two GPUs. Compiled only in CUDA builds; on a machine without a GPU (or
+// without a driver) every test skips, printing why.
+//
+// Tolerances. The CUDA backend stores weights, activations and the KV cache in bf16 (8
+// significant bits: every rounding is off by at most 2^-9 = 0.2% relative) and accumulates in
+// fp32; the CPU backend is fp32 throughout. The op tests feed both backends the same
+// bf16-representable inputs, so the only differences are the GPU's final rounding of each output
+// to bf16 (<= 2^-9 relative) and fp32 summation order (~1e-6): they allow 1% relative plus a
+// small absolute term. Whole-model logits differ by the accumulated roundings of every layer: a
+// CPU emulation of this backend's roundings (each op's output and the weights rounded to bf16,
+// inv_freq kept fp32) measured max |diff| = 0.6-1.2% of max |logit| on the tiny presets and
+// llama-12m, while plausible bugs (RoPE skipped, attention missing one slot) measured 12-55%.
+// So the model tests require max |diff| < 5% of max |logit| (and rms relative error < 3%).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "harness/backend_select.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/sampling_kernels.h"
+#include "model/errors.h"
+#include "model/model.h"
+#include "model/weights.h"
+#if defined(SSD_HAVE_NCCL)
+#include "comm/nccl_all_reduce.h"
+#endif
+
+namespace ssd {
+namespace {
+
+using Logits = ForwardBatch::Logits;
+using Tokens = std::vector<int32_t>;
+
+// Why no GPU can be used here ("" when one can).
+std::string no_gpu_reason() {
+  std::string why;
+  if (cuda_device_count(&why) > 0) return "";
+  return why.empty() ? "no CUDA device" : why;
+}
+
+// Every GPU test derives from this: skipped, with the reason, when no GPU is visible.
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string why = no_gpu_reason();
+    if (!why.empty()) GTEST_SKIP() << "no GPU visible: " << why;
+  }
+};
+
+// --- host helpers ---
+
+// fp32 -> bf16 -> fp32, round to nearest even (what __float2bfloat16 does).
+float bf16_round(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  if ((u & 0x7fffffffu) > 0x7f800000u) return f;  // NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  u &= 0xffff0000u;
+  std::memcpy(&f, &u, sizeof(u));
+  return f;
+}
+
+// Uniform values in [-scale, scale], already bf16-representable.
+std::vector<float> random_bf16(size_t count, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(count);
+  for (float& x : v) x = bf16_round(dist(rng));
+  return v;
+}
+
+Buffer put(Backend& be, const std::vector<float>& values) {
+  Buffer b = be.alloc(values.size());
+  be.from_host(b, 0, values.data(), values.size());
+  return b;
+}
+
+std::vector<float> get(Backend& be, const Buffer& b, size_t count) {
+  std::vector<float> out(count);
+  be.to_host(out.data(), b, 0, count);
+  return out;
+}
+
+bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// |got - want| <= abs_tol + rel_tol * |want| everywhere; reports the worst element.
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel_tol,
+                  double abs_tol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t bad = 0, worst = 0;
+  double worst_excess = -1.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double diff = std::fabs(double(got[i]) - double(want[i]));
+    const double allowed = abs_tol + rel_tol * std::fabs(double(want[i]));
+    if (!(diff <= allowed)) ++bad;  // NaN counts as bad
+    const double excess = std::isnan(diff) ? 1e30 : diff - allowed;
+    if (excess > worst_excess) {
+      worst_excess = excess;
+      worst = i;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " elements off; worst ["
+                     << worst << "] got " << got[worst] << " want " << want[worst];
+}
+
+void expect_bitwise_equal(const std::vector<float>& got, const std::vector<float>& want,
+                          const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  ASSERT_FALSE(got.empty()) << what;
+  if (bits_equal(got, want)) return;
+  size_t differ = 0;
+  double max_diff = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i]) ++differ;
+    max_diff = std::max(max_diff, double(std::fabs(got[i] - want[i])));
+  }
+  ADD_FAILURE() << what << ": " << differ << " of " << got.size() << " values differ, max |diff| "
+                << max_diff;
+}
+
+// Whole-model logits: max |diff| < 5% of max |logit| and rms relative error < 3% (see top).
+void expect_logits_close(const std::vector<float>& gpu, const std::vector<float>& cpu,
+                         const std::string& what) {
+  ASSERT_EQ(gpu.size(), cpu.size()) << what;
+  ASSERT_FALSE(cpu.empty()) << what;
+  double max_logit = 0, max_diff = 0, se = 0, sl = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    const double d = double(gpu[i]) - double(cpu[i]);
+    max_logit = std::max(max_logit, std::fabs(double(cpu[i])));
+    max_diff = std::max(max_diff, std::isnan(d) ? 1e30 : std::fabs(d));
+    se += d * d;
+    sl += double(cpu[i]) * double(cpu[i]);
+  }
+  EXPECT_LT(max_diff, 0.05 * max_logit)
+      << what << ": max |diff| " << max_diff << ", max |logit| " << max_logit;
+  EXPECT_LT(std::sqrt(se / sl), 0.03) << what << ": rms relative error";
+}
+
+// --- element and memory ops against the CPU backend ---
+
+class CudaOps : public GpuTest {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
+    gpu = std::make_unique<CudaBackend>(0);
+  }
+  CpuBackend cpu{1};
+  std::unique_ptr<CudaBackend> gpu;
+};
+
+TEST_F(CudaOps, TransfersRoundToBf16AndKeepOffsets) {
+  const std::vector<float> values = {1.0f,    1.00390625f,   1.005859375f, -3.14159f,
+                                     1e-3f,   65504.0f,      0.0f,         -0.0f,
+                                     3.0e38f, 1.1754944e-38f};
+  Buffer b = gpu->alloc(values.size() + 5);
+  const std::vector<float> zeros = get(*gpu, b, values.size() + 5);
+  for (float z : zeros) EXPECT_EQ(z, 0.0f) << "alloc must zero";
+  gpu->from_host(b, 5, values.data(), values.size());
+  std::vector<float> back(values.size());
+  gpu->to_host(back.data(), b, 5, values.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    EXPECT_EQ(back[i], bf16_round(values[i])) << "element " << i << " = " << values[i];
+  EXPECT_THROW(gpu->to_host(back.data(), b, 6, values.size()), std::out_of_range);
+  gpu->release(b);
+
+  // upload_weight: the same rounding, large enough to take several conversion chunks.
+  const std::vector<float> big = random_bf16((size_t(1) << 22) + 12345, 7, 100.0f);
+  Buffer w = gpu->upload_weight(big.data(), big.size());
+  EXPECT_TRUE(bits_equal(get(*gpu, w, big.size()), big));
+  gpu->release(w);
+}
+
+TEST_F(CudaOps, CopyHasMemmoveSemantics) {
+  const std::vector<float> v = random_bf16(1000, 3);
+  for (const auto& [src, dst, n] : {std::tuple{0, 100, 600}, std::tuple{300, 10, 600},
+                                    std::tuple{5, 6, 900}, std::tuple{0, 500, 400}}) {
+    Buffer g = put(*gpu, v), c = put(cpu, v);
+    gpu->copy(g, size_t(dst), g, size_t(src), size_t(n));
+    cpu.copy(c, size_t(dst), c, size_t(src), size_t(n));
+    EXPECT_TRUE(bits_equal(get(*gpu, g, v.size()), get(cpu, c, v.size())))
+        << "copy " << src << " -> " << dst << " x " << n;
+    gpu->release(g);
+    cpu.release(c);
+  }
+}
+
+TEST_F(CudaOps, EmbedIsExact) {
+  const int vocab = 50, dim = 72, rows = 6;
+  const std::vector<float> table = random_bf16(size_t(vocab) * dim, 11);
+  const Tokens tokens = {3, 0, 49, 3, 17, 8};
+  Buffer tg = put(*gpu, table), tc = put(cpu, table);
+  Buffer og = gpu->alloc(size_t(rows) * dim), oc = cpu.alloc(size_t(rows) * dim);
+  gpu->embed(og, tg, tokens.data(), rows, dim);
+  cpu.embed(oc, tc, tokens.data(), rows, dim);
+  EXPECT_TRUE(bits_equal(get(*gpu, og, size_t(rows) * dim), get(cpu, oc, size_t(rows) * dim)));
+  const Tokens bad = {50};
+  EXPECT_THROW(gpu->embed(og, tg, bad.data(), 1, dim), std::out_of_range);
+  for (Buffer* b : {&tg, &og}) gpu->release(*b);
+  for (Buffer* b : {&tc, &oc}) cpu.release(*b);
+}
+
+TEST_F(CudaOps, RmsNormMatchesCpu) {
+  for (const int dim : {16, 64, 300, 4096}) {
+    const int rows = 5;
+    const std::vector<float> x = random_bf16(size_t(rows) * dim, 100 + dim, 3.0f);
+    const std::vector<float> w = random_bf16(size_t(dim), 200 + dim, 2.0f);
+    Buffer xg = put(*gpu, x), wg = gpu->upload_weight(w.data(), w.size());
+    Buffer xc = put(cpu, x), wc = cpu.upload_weight(w.data(), w.size());
+    Buffer og = gpu->alloc(x.size()), oc = cpu.alloc(x.size());
+    gpu->rmsnorm(og, xg, wg, rows, dim, 1e-5f);
+    cpu.rmsnorm(oc, xc, wc, rows, dim, 1e-5f);
+    expect_close(get(*gpu, og, x.size()), get(cpu, oc, x.size()), 1e-2, 1e-3,
+                 "rmsnorm dim " + std::to_string(dim));
+    // In place, as forward() does for Qwen3's q/k norms.
+    gpu->rmsnorm(xg, xg, wg, rows, dim, 1e-5f);
+    EXPECT_TRUE(bits_equal(get(*gpu, xg, x.size()), get(*gpu, og, x.size())))
+        << "in-place rmsnorm dim " << dim;
+    for (Buffer* b : {&xg, &wg, &og}) gpu->release(*b);
+    for (Buffer* b : {&xc, &wc, &oc}) cpu.release(*b);
+  }
+}
+
+// out = x w^T on both backends; the CPU result is the exact fp32 reference for bf16 inputs.
+void check_matmul(CudaBackend& gpu, CpuBackend& cpu, CudaGemm kernel, int rows, int in,
+                  int out_dim) {
+  const std::vector<float> x = random_bf16(size_t(rows) * in, 1000 + rows * 7 + in);
+  const std::vector<float> w = random_bf16(size_t(out_dim) * in, 2000 + out_dim * 13 + in);
+  Buffer xg = put(gpu, x), wg = gpu.upload_weight(w.data(), w.size());
+  Buffer xc = put(cpu, x), wc = cpu.upload_weight(w.data(), w.size());
+  Buffer og = gpu.alloc(size_t(rows) * out_dim), oc = cpu.alloc(size_t(rows) * out_dim);
+  gpu.matmul_with(kernel, og, xg, wg, rows, in, out_dim);
+  cpu.matmul(oc, xc, wc, rows, in, out_dim);
+  // The output's bf16 rounding (2^-9 relative) plus fp32 summation differences, scaled by
+  // the typical magnitude of a sum of `in` products of values in [-1, 1].
+  expect_close(
+      get(gpu, og, size_t(rows) * out_dim), get(cpu, oc, size_t(rows) * out_dim), 8e-3, 1e-5 * in,
+      std::string(kernel == CudaGemm::Cublas ? "cublas" : "invariant") + " matmul " +
+          std::to_string(rows) + "x" + std::to_string(in) + " -> " + std::to_string(out_dim));
+  for (Buffer* b : {&xg, &wg, &og}) gpu.release(*b);
+  for (Buffer* b : {&xc, &wc, &oc}) cpu.release(*b);
+}
+
+TEST_F(CudaOps, InvariantMatmulMatchesCpu) {
+  // Vector path (in % 8 == 0) with every row tile (1, 2, 4, 8 and several 8-row passes) and
+  // column grouping, and the scalar path (in % 8 != 0).
+  for (const auto& [rows, in, out] :
+       {std::tuple{1, 64, 64}, std::tuple{2, 48, 96}, std::tuple{3, 160, 64},
+        std::tuple{1, 4096, 1024}, std::tuple{7, 1024, 4096}, std::tuple{16, 2048, 300},
+        std::tuple{64, 256, 1000}, std::tuple{1, 100, 37}, std::tuple{5, 13, 9},
+        std::tuple{12, 1001, 70}})
+    check_matmul(*gpu, cpu, CudaGemm::Invariant, rows, in, out);
+}
+
+TEST_F(CudaOps, CublasMatmulMatchesCpu) {
+  for (const auto& [rows, in, out] :
+       {std::tuple{65, 64, 160}, std::tuple{200, 1024, 512}, std::tuple{1, 64, 64}})
+    check_matmul(*gpu, cpu, CudaGemm::Cublas, rows, in, out);
+}
+
+TEST_F(CudaOps, AutoGemmSwitchesToCublasAboveTheThreshold) {
+  EXPECT_EQ(gpu->invariant_max_rows(), CudaBackend::kDefaultInvariantMaxRows);
+  // Both sides of the threshold compute the product correctly.
+  check_matmul(*gpu, cpu, CudaGemm::Auto, 64, 256, 128);
+  check_matmul(*gpu, cpu, CudaGemm::Auto, 65, 256, 128);
+}
+
+// Row r of a many-row call equals row r computed alone and in every smaller call, bit for bit:
+// what makes greedy SD equal AR.
+TEST_F(CudaOps, InvariantMatmulIsBatchInvariant) {
+  for (const auto& [in, out] : {std::pair{4096, 300}, std::pair{64, 64}, std::pair{1024, 2048},
+                                std::pair{100, 37}, std::pair{8, 5}}) {
+    const int max_rows = 16;
+    const std::vector<float> x = random_bf16(size_t(max_rows) * in, 31 + in);
+    const std::vector<float> w = random_bf16(size_t(out) * in, 37 + out);
+    Buffer wg = gpu->upload_weight(w.data(), w.size());
+    Buffer xg = put(*gpu, x);
+    Buffer og = gpu->alloc(size_t(100) * out);
+    gpu->matmul_with(CudaGemm::Invariant, og, xg, wg, max_rows, in, out);
+    const std::vector<float> full = get(*gpu, og, size_t(max_rows) * out);
+    const std::string shape = std::to_string(in) + " -> " + std::to_string(out);
+    for (int rows = 1; rows < max_rows; ++rows) {
+      gpu->matmul_with(CudaGemm::Invariant, og, xg, wg, rows, in, out);
+      expect_bitwise_equal(get(*gpu, og, size_t(rows) * out),
+                           std::vector<float>(full.begin(), full.begin() + size_t(rows) * out),
+                           shape + ": first " + std::to_string(rows) + " rows");
+    }
+    // Each row alone, from its own buffer (as a 1-row decode would).
+    for (int r = 0; r < max_rows; ++r) {
+      Buffer one =
+          put(*gpu, std::vector<float>(x.begin() + size_t(r) * in, x.begin() + size_t(r + 1) * in));
+      gpu->matmul_with(CudaGemm::Invariant, og, one, wg, 1, in, out);
+      expect_bitwise_equal(
+          get(*gpu, og, size_t(out)),
+          std::vector<float>(full.begin() + size_t(r) * out, full.begin() + size_t(r + 1) * out),
+          shape + ": row " + std::to_string(r) + " alone");
+      gpu->release(one);
+    }
+    // Many rows (several 8-row passes): the first 16 rows are unchanged.
+    std::vector<float> many = x;
+    const std::vector<float> more = random_bf16(size_t(100 - max_rows) * in, 41 + in);
+    many.insert(many.end(), more.begin(), more.end());
+    Buffer xm = put(*gpu, many);
+    gpu->matmul_with(CudaGemm::Invariant, og, xm, wg, 100, in, out);
+    expect_bitwise_equal(get(*gpu, og, size_t(max_rows) * out), full,
+                         shape + ": first 16 of 100 rows");
+    for (Buffer* b : {&wg, &xg, &og, &xm}) gpu->release(*b);
+  }
+}
+
+TEST_F(CudaOps, RopeMatchesCpu) {
+  const Tokens positions = {0, 7, 1000, 70000};
+  for (const int head_dim : {16, 128}) {
+    const int rows = int(positions.size()), heads = 3;
+    const std::vector<float> x = random_bf16(size_t(rows) * heads * head_dim, 5 + head_dim);
+    std::vector<float> inv_freq(size_t(head_dim / 2));
+    for (int i = 0; i < head_dim / 2; ++i)
+      inv_freq[size_t(i)] = float(1.0 / std::pow(500000.0, 2.0 * i / head_dim));
+    Buffer xg = put(*gpu, x), fg = gpu->upload_weight(inv_freq.data(), inv_freq.size());
+    Buffer xc = put(cpu, x), fc = cpu.upload_weight(inv_freq.data(), inv_freq.size());
+    gpu->rope(xg, positions.data(), rows, heads, head_dim, fg);
+    cpu.rope(xc, positions.data(), rows, heads, head_dim, fc);
+    // Output rounding plus cos/sin of angles up to 7e4 rad (each library within ~1 ulp).
+    expect_close(get(*gpu, xg, x.size()), get(cpu, xc, x.size()), 1e-2, 2e-3,
+                 "rope head_dim " + std::to_string(head_dim));
+    for (Buffer* b : {&xg, &fg}) gpu->release(*b);
+    for (Buffer* b : {&xc, &fc}) cpu.release(*b);
+  }
+}
+
+TEST_F(CudaOps, KvStoreAndMoveAreExact) {
+  const KVLayout layout{3, 20, 2, 16};
+  const size_t kv_dim = size_t(layout.kv_heads) * layout.head_dim;
+  const std::vector<float> start = random_bf16(layout.elements(), 9);
+  Buffer kg = put(*gpu, start), vg = put(*gpu, start), kc = put(cpu, start), vc = put(cpu, start);
+  const Tokens seq = {0, 2, 2, 1}, slot = {0, 19, 4, 7}, prefix = {1, 20, 5, 8};
+  const Tokens extra_begin = {0, 0, 0, 0, 0};
+  const AttentionMask mask{4, seq.data(), slot.data(), prefix.data(), extra_begin.data(), nullptr};
+  const std::vector<float> k = random_bf16(4 * kv_dim, 10), v = random_bf16(4 * kv_dim, 11);
+  Buffer kng = put(*gpu, k), vng = put(*gpu, v), knc = put(cpu, k), vnc = put(cpu, v);
+  gpu->kv_store(kg, vg, layout, kng, vng, mask);
+  cpu.kv_store(kc, vc, layout, knc, vnc, mask);
+  // Moves within a sequence (overlapping both ways) and across sequences.
+  for (const auto& [ss, sl, ds, dl, n] :
+       {std::tuple{2, 4, 2, 2, 6}, std::tuple{2, 2, 2, 5, 6}, std::tuple{0, 0, 1, 10, 10}}) {
+    gpu->kv_move(kg, vg, layout, ss, sl, ds, dl, n);
+    cpu.kv_move(kc, vc, layout, ss, sl, ds, dl, n);
+  }
+  EXPECT_TRUE(bits_equal(get(*gpu, kg, layout.elements()), get(cpu, kc, layout.elements())));
+  EXPECT_TRUE(bits_equal(get(*gpu, vg, layout.elements()), get(cpu, vc, layout.elements())));
+  // seq and slot are all kv_store needs.
+  const Tokens seq2 = {1}, slot2 = {19};
+  const AttentionMask partial{1, seq2.data(), slot2.data(), nullptr, nullptr, nullptr};
+  gpu->kv_store(kg, vg, layout, kng, vng, partial);
+  cpu.kv_store(kc, vc, layout, knc, vnc, partial);
+  EXPECT_TRUE(bits_equal(get(*gpu, kg, layout.elements()), get(cpu, kc, layout.elements())));
+  const Tokens bad_slot = {20};
+  const AttentionMask bad{1,      seq.data(), bad_slot.data(), prefix.data(), extra_begin.data(),
+                          nullptr};
+  EXPECT_THROW(gpu->kv_store(kg, vg, layout, kng, vng, bad), std::out_of_range);
+  for (Buffer* b : {&kg, &vg, &kng, &vng}) gpu->release(*b);
+  for (Buffer* b : {&kc, &vc, &knc, &vnc}) cpu.release(*b);
+}
+
+TEST_F(CudaOps, AttentionMatchesCpu) {
+  // Prefixes shorter and longer than one 128-entry tile, extra slots in any order, GQA.
+  for (const int head_dim : {16, 64, 128, 256}) {
+    const int heads = 4;
+    const KVLayout layout{2, 400, 2, head_dim};
+    const std::vector<float> k = random_bf16(layout.elements(), 50 + head_dim, 2.0f);
+    const std::vector<float> v = random_bf16(layout.elements(), 60 + head_dim);
+    const Tokens seq = {0, 1, 1, 0, 1};
+    const Tokens slot = {3, 300, 301, 399, 5};
+    const Tokens prefix = {4, 129, 128, 390, 0};
+    const Tokens extra_begin = {0, 0, 3, 3, 5, 7};
+    const Tokens extra_slots = {350, 399, 129, 395, 398, 5, 2};
+    const AttentionMask mask{
+        5, seq.data(), slot.data(), prefix.data(), extra_begin.data(), extra_slots.data()};
+    const std::vector<float> q = random_bf16(size_t(5) * heads * head_dim, 70 + head_dim);
+    Buffer kg = put(*gpu, k), vg = put(*gpu, v), qg = put(*gpu, q), og = gpu->alloc(q.size());
+    Buffer kc = put(cpu, k), vc = put(cpu, v), qc = put(cpu, q), oc = cpu.alloc(q.size());
+    gpu->attention(og, qg, kg, vg, layout, heads, mask);
+    cpu.attention(oc, qc, kc, vc, layout, heads, mask);
+    expect_close(get(*gpu, og, q.size()), get(cpu, oc, q.size()), 1e-2, 2e-3,
+                 "attention head_dim " + std::to_string(head_dim));
+    for (Buffer* b : {&kg, &vg, &qg, &og}) gpu->release(*b);
+    for (Buffer* b : {&kc, &vc, &qc, &oc}) cpu.release(*b);
+  }
+}
+
+TEST_F(CudaOps, SwigluAndAddMatchCpu) {
+  const size_t n = 100003;
+  const std::vector<float> g = random_bf16(n, 1, 6.0f), u = random_bf16(n, 2, 3.0f);
+  Buffer gg = put(*gpu, g), ug = put(*gpu, u), gc = put(cpu, g), uc = put(cpu, u);
+  gpu->swiglu(gg, gg, ug, n);  // in place, as forward() calls it
+  cpu.swiglu(gc, gc, uc, n);
+  expect_close(get(*gpu, gg, n), get(cpu, gc, n), 1e-2, 1e-6, "swiglu");
+  gpu->add(ug, gg, n);
+  cpu.add(uc, gc, n);
+  expect_close(get(*gpu, ug, n), get(cpu, uc, n), 1e-2, 1e-2, "add");
+  for (Buffer* b : {&gg, &ug}) gpu->release(*b);
+  for (Buffer* b : {&gc, &uc}) cpu.release(*b);
+}
+
+TEST_F(CudaOps, TimerMeasuresStreamWork) {
+  CudaTimer timer(*gpu);
+  const std::vector<float> x = random_bf16(size_t(4) * 4096, 1);
+  const std::vector<float> w = random_bf16(size_t(4096) * 4096, 2);
+  Buffer xg = put(*gpu, x), wg = gpu->upload_weight(w.data(), w.size()), og = gpu->alloc(4 * 4096);
+  timer.start();
+  for (int i = 0; i < 10; ++i) gpu->matmul(og, xg, wg, 4, 4096, 4096);
+  timer.stop();
+  const double ms = timer.elapsed_ms();
+  EXPECT_GT(ms, 0.0);
+  // 10 reads of 32 MB: report the bandwidth for the log.
+  std::printf("[ info ] invariant matmul 4x4096x4096: %.3f ms per call, %.0f GB/s\n", ms / 10,
+              10 * 4096.0 * 4096 * 2 / (ms * 1e-3) / 1e9);
+  for (Buffer* b : {&xg, &wg, &og}) gpu->release(*b);
+}
+
+// --- sampling kernels ---
+
+class CudaSampling : public GpuTest {};
+
+TEST_F(CudaSampling, ArgmaxTopKSoftmaxMatchHost) {
+  CudaBackend gpu(0);
+  const int rows = 3, vocab = 1000, k = 5;
+  std::vector<float> logits = random_bf16(size_t(rows) * vocab, 77, 10.0f);
+  logits[10] = logits[20] = 50.0f;  // a tie in row 0: the lower index wins
+  logits[size_t(vocab) + 999] = 40.0f;
+  float *d_logits = nullptr, *d_probs = nullptr, *d_values = nullptr;
+  int32_t *d_argmax = nullptr, *d_indices = nullptr;
+  SSD_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d_logits), logits.size() * sizeof(float)));
+  SSD_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d_probs), logits.size() * sizeof(float)));
+  SSD_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d_values), rows * k * sizeof(float)));
+  SSD_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d_argmax), rows * sizeof(int32_t)));
+  SSD_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&d_indices), rows * k * sizeof(int32_t)));
+  SSD_CUDA_CHECK(
+      cudaMemcpy(d_logits, logits.data(), logits.size() * sizeof(float), cudaMemcpyHostToDevice));
+  const DeviceLogits dl{d_logits, LogitsType::F32, rows, vocab};
+  cuda_argmax(d_argmax, dl, gpu.stream());
+  cuda_top_k(d_values, d_indices, dl, k, gpu.stream());
+  cuda_softmax(d_probs, dl, 0.7f, gpu.stream());
+  gpu.synchronize();
+  std::vector<int32_t> argmax(rows), indices(size_t(rows) * k);
+  std::vector<float> values(size_t(rows) * k), probs(logits.size());
+  SSD_CUDA_CHECK(
+      cudaMemcpy(argmax.data(), d_argmax, rows * sizeof(int32_t), cudaMemcpyDeviceToHost));
+  SSD_CUDA_CHECK(cudaMemcpy(indices.data(), d_indices, indices.size() * sizeof(int32_t),
+                            cudaMemcpyDeviceToHost));
+  SSD_CUDA_CHECK(
+      cudaMemcpy(values.data(), d_values, values.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  SSD_CUDA_CHECK(
+      cudaMemcpy(probs.data(), d_probs, probs.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  for (int r = 0; r < rows; ++r) {
+    const float* row = logits.data() + size_t(r) * vocab;
+    std::vector<int32_t> order(static_cast<size_t>(vocab));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return row[a] > row[b]; });
+    EXPECT_EQ(argmax[size_t(r)], order[0]) << "row " << r;
+    for (int i = 0; i < k; ++i) {
+      EXPECT_EQ(indices[size_t(r) * k + i], order[size_t(i)]) << "row " << r << " rank " << i;
+      EXPECT_EQ(values[size_t(r) * k + i], row[order[size_t(i)]]);
+    }
+    double m = row[order[0]] / 0.7, total = 0;
+    for (int i = 0; i < vocab; ++i) total += std::exp(row[i] / 0.7 - m);
+    for (int i = 0; i < vocab; ++i)
+      EXPECT_NEAR(probs[size_t(r) * vocab + i], std::exp(row[i] / 0.7 - m) / total, 1e-5);
+  }
+  EXPECT_EQ(argmax[0], 10);
+  for (void* p :
+       {static_cast<void*>(d_logits), static_cast<void*>(d_probs), static_cast<void*>(d_values),
+        static_cast<void*>(d_argmax), static_cast<void*>(d_indices)})
+    SSD_CUDA_CHECK(cudaFree(p));
+}
+
+// --- whole models ---
+
+struct Loaded {
+  std::unique_ptr<WeightSource> source;
+  std::unique_ptr<Backend> backend;
+  Model model;
+  Loaded(const std::string& preset, std::unique_ptr<Backend> be)
+      : source(open_weight_source("synthetic:" + preset, 5)),
+        backend(std::move(be)),
+        model(load_model(*source, *backend)) {}
+  ~Loaded() { release_model(model); }
+  int vocab() const { return model.config.vocab_size; }
+};
+
+std::unique_ptr<Backend> cuda(CudaGemm gemm = CudaGemm::Auto) {
+  return std::make_unique<CudaBackend>(0, 1, gemm);
+}
+
+struct Session {
+  Loaded& m;
+  KVCache cache;
+  Activations acts;
+  Session(Loaded& loaded, int sequences, int capacity)
+      : m(loaded), cache(create_kv_cache(loaded.model, sequences, capacity)) {}
+  ~Session() {
+    release_activations(acts, *m.backend);
+    release_kv_cache(cache, *m.backend);
+  }
+  std::vector<float> run(const ForwardBatch& batch) {
+    std::vector<float> logits;
+    forward(m.model, cache, batch, acts, logits);
+    return logits;
+  }
+  std::vector<float> append(int s, const Tokens& tokens) {
+    ForwardBatch b;
+    b.add_causal(s, cache.length[s], tokens, Logits::Last);
+    std::vector<float> logits = run(b);
+    cache.length[s] += int(tokens.size());
+    return logits;
+  }
+};
+
+std::vector<float> row_of(const std::vector<float>& logits, int row, int vocab) {
+  return {logits.begin() + size_t(row) * vocab, logits.begin() + size_t(row + 1) * vocab};
+}
+
+const Tokens kPrefix = {1, 17, 200, 3, 45, 99, 250};
+
+class CudaModel : public GpuTest {};
+
+// Prefill then decode steps: CUDA logits within bf16 tolerance of the fp32 CPU logits.
+void check_logits_vs_cpu(const std::string& preset, int invariant_max_rows) {
+  auto backend = std::make_unique<CudaBackend>(0);
+  backend->set_invariant_max_rows(invariant_max_rows);
+  Loaded g(preset, std::move(backend));
+  Loaded c(preset, std::make_unique<CpuBackend>(2));
+  Session sg(g, 1, 64), sc(c, 1, 64);
+  const std::string what =
+      preset + " (invariant up to " + std::to_string(invariant_max_rows) + " rows)";
+  expect_logits_close(sg.append(0, kPrefix), sc.append(0, kPrefix), what + " prefill");
+  for (int32_t token : {5, 250, 7, 7, 130, 2, 99})
+    expect_logits_close(sg.append(0, {token}), sc.append(0, {token}),
+                        what + " decode token " + std::to_string(token));
+  // A 4-token verification-style append.
+  ForwardBatch b;
+  b.add_causal(0, sg.cache.length[0], {11, 12, 13, 14}, Logits::All);
+  expect_logits_close(sg.run(b), sc.run(b), what + " 4-token append");
+}
+
+TEST_F(CudaModel, LlamaLogitsMatchCpu) {
+  check_logits_vs_cpu("tiny-llama", CudaBackend::kDefaultInvariantMaxRows);
+}
+TEST_F(CudaModel, Qwen3LogitsMatchCpu) {
+  check_logits_vs_cpu("tiny-qwen3", CudaBackend::kDefaultInvariantMaxRows);
+}
+TEST_F(CudaModel, OtherShapesLogitsMatchCpu) {
+  check_logits_vs_cpu("tiny-llama-other", CudaBackend::kDefaultInvariantMaxRows);
+  check_logits_vs_cpu("tiny-llama-tied", CudaBackend::kDefaultInvariantMaxRows);
+}
+TEST_F(CudaModel, CublasPrefillLogitsMatchCpu) {
+  // Threshold 1: the 7-token prefill and the 4-token append go through cuBLAS.
+  check_logits_vs_cpu("tiny-llama", 1);
+  check_logits_vs_cpu("tiny-qwen3", 1);
+}
+
+// SSD branch decoding on the GPU: the branch rows of one masked call (or of stepwise calls)
+// equal each branch decoded causally on its own, bit for bit (as tests/test_forward.cpp checks
+// on the CPU).
+void check_branches(const std::string& preset, bool one_call) {
+  const std::vector<Tokens> branches = {{11}, {12, 40}, {13, 41, 90}, {13, 77, 5}};
+  const Tokens other = {8, 9, 10, 11, 12};
+  constexpr int kDepthMax = 3;
+  Loaded m(preset, cuda());
+  const int vocab = m.vocab(), P = int(kPrefix.size());
+  const int capacity = P + int(branches.size()) * kDepthMax + 4;
+  const auto slot = [&](size_t b, int d) { return P + int(b) * kDepthMax + d; };
+
+  Session tree(m, 2, capacity);
+  ForwardBatch prefill;
+  prefill.add_causal(0, 0, other, Logits::None);
+  prefill.add_causal(1, 0, kPrefix, Logits::Last);
+  tree.run(prefill);
+  tree.cache.length = {int(other.size()), P};
+
+  std::vector<std::vector<std::vector<float>>> got(branches.size());
+  const auto add_row = [&](ForwardBatch& batch, size_t b, int d) {
+    Tokens extra;
+    for (int e = 0; e <= d; ++e) extra.push_back(slot(b, e));
+    batch.add_token(1, branches[b][size_t(d)], P + d, slot(b, d), P, extra, true);
+  };
+  if (one_call) {
+    ForwardBatch batch;
+    std::vector<std::pair<size_t, int>> order;
+    for (int d = kDepthMax - 1; d >= 0; --d)
+      for (size_t b = 0; b < branches.size(); ++b)
+        if (d < int(branches[b].size())) {
+          add_row(batch, b, d);
+          order.emplace_back(b, d);
+        }
+    const std::vector<float> logits = tree.run(batch);
+    for (auto& b : got) b.resize(kDepthMax);
+    for (size_t i = 0; i < order.size(); ++i)
+      got[order[i].first][size_t(order[i].second)] = row_of(logits, int(i), vocab);
+  } else {
+    for (int d = 0; d < kDepthMax; ++d) {
+      ForwardBatch batch;
+      std::vector<size_t> which;
+      for (size_t b = 0; b < branches.size(); ++b)
+        if (d < int(branches[b].size())) {
+          add_row(batch, b, d);
+          which.push_back(b);
+        }
+      const std::vector<float> logits = tree.run(batch);
+      for (size_t i = 0; i < which.size(); ++i)
+        got[which[i]].push_back(row_of(logits, int(i), vocab));
+    }
+  }
+  for (size_t b = 0; b < branches.size(); ++b) {
+    Session alone(m, 1, capacity);
+    alone.append(0, kPrefix);
+    for (size_t d = 0; d < branches[b].size(); ++d)
+      expect_bitwise_equal(got[b][d], alone.append(0, {branches[b][d]}),
+                           preset + " branch " + std::to_string(b) + " depth " + std::to_string(d) +
+                               (one_call ? " (one call)" : " (stepwise)"));
+  }
+  // Accept branch 2 by moving its K/V into the committed region, then keep decoding.
+  const size_t accepted = 2;
+  const int n = int(branches[accepted].size());
+  for (size_t l = 0; l < tree.cache.k.size(); ++l)
+    m.backend->kv_move(tree.cache.k[l], tree.cache.v[l], tree.cache.layout, 1, slot(accepted, 0), 1,
+                       P, n);
+  tree.cache.length[1] = P + n;
+  Session causal(m, 1, capacity);
+  causal.append(0, kPrefix);
+  causal.append(0, branches[accepted]);
+  for (int32_t token : {60, 61})
+    expect_bitwise_equal(tree.append(1, {token}), causal.append(0, {token}),
+                         preset + " after accepting a branch, token " + std::to_string(token));
+}
+
+TEST_F(CudaModel, LlamaBranchesBitExact) {
+  check_branches("tiny-llama", true);
+  check_branches("tiny-llama", false);
+}
+TEST_F(CudaModel, Qwen3BranchesBitExact) {
+  check_branches("tiny-qwen3", true);
+  check_branches("tiny-qwen3", false);
+}
+
+// A sequence decoded alone equals the same sequence in a batch of three, and a K+1-token
+// verification equals K+1 one-token decodes, bit for bit.
+void check_batch_invariance(const std::string& preset) {
+  Loaded m(preset, cuda());
+  const int vocab = m.vocab();
+  const std::vector<Tokens> prompts = {{4, 5, 6}, {1, 17, 200, 3, 45, 99, 250, 31, 2}, {77}};
+  const std::vector<Tokens> steps = {{20, 21, 22}, {30, 31, 32}, {40, 41, 42}, {50, 51, 52}};
+  Session batched(m, 3, 32);
+  ForwardBatch prefill;
+  for (int s = 0; s < 3; ++s) prefill.add_causal(s, 0, prompts[size_t(s)], Logits::Last);
+  const std::vector<float> prefill_logits = batched.run(prefill);
+  for (int s = 0; s < 3; ++s) batched.cache.length[size_t(s)] = int(prompts[size_t(s)].size());
+  for (int s = 0; s < 3; ++s) {
+    Session alone(m, 1, 32);
+    expect_bitwise_equal(row_of(prefill_logits, s, vocab), alone.append(0, prompts[size_t(s)]),
+                         preset + " prefill of sequence " + std::to_string(s));
+  }
+  Session alone(m, 1, 32);
+  alone.append(0, prompts[1]);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    ForwardBatch step;
+    for (int s = 0; s < 3; ++s)
+      step.add_causal(s, batched.cache.length[size_t(s)], {steps[i][size_t(s)]}, Logits::Last);
+    const std::vector<float> logits = batched.run(step);
+    for (int s = 0; s < 3; ++s) batched.cache.length[size_t(s)] += 1;
+    expect_bitwise_equal(row_of(logits, 1, vocab), alone.append(0, {steps[i][1]}),
+                         preset + " decode step " + std::to_string(i));
+  }
+
+  const Tokens draft = {5, 250, 7, 7, 130};
+  Session verify(m, 1, 32), ar(m, 1, 32);
+  verify.append(0, kPrefix);
+  ar.append(0, kPrefix);
+  ForwardBatch batch;
+  batch.add_causal(0, verify.cache.length[0], draft, Logits::All);
+  const std::vector<float> logits = verify.run(batch);
+  for (size_t i = 0; i < draft.size(); ++i)
+    expect_bitwise_equal(row_of(logits, int(i), vocab), ar.append(0, {draft[i]}),
+                         preset + " verify position " + std::to_string(i));
+}
+
+TEST_F(CudaModel, LlamaBatchInvariant) {
+  check_batch_invariance("tiny-llama");
+}
+TEST_F(CudaModel, Qwen3BatchInvariant) {
+  check_batch_invariance("tiny-qwen3");
+}
+
+// --- backend selection ---
+
+class CudaBackendSelect : public GpuTest {};
+
+TEST_F(CudaBackendSelect, CudaAndAutoPickTheGpu) {
+  auto be = make_backend("cuda", 1, "invariant", "");
+  EXPECT_EQ(be->name(), "cuda");
+  EXPECT_EQ(make_backend("auto", 1, "invariant", "")->name(), "cuda");
+  EXPECT_EQ(make_backend("cuda", 1, "cublas", "0")->name(), "cuda");
+  EXPECT_EQ(make_backend("cpu", 1, "invariant", "")->name(), "cpu");
+  const std::string description = backend_device_description(*be);
+  EXPECT_NE(description.find("PCI"), std::string::npos) << description;
+  std::printf("[ info ] %s\n", description.c_str());
+  for (const auto& [key, value] : backend_versions(*be))
+    std::printf("[ info ] %s = %s\n", key.c_str(), value.c_str());
+  EXPECT_GE(backend_versions(*be).size(), 3u);
+  EXPECT_THROW(make_backend("cuda", 1, "openblas", ""), InputError);
+  EXPECT_THROW(make_backend("cuda", 1, "invariant", "99"), InputError);
+  EXPECT_THROW(make_backend("cuda", 1, "invariant", "0,x"), InputError);
+  EXPECT_THROW(make_backend("gpu", 1, "invariant", ""), InputError);
+}
+
+// Runs without a GPU too (the CPU-only CI): the no-driver path must answer, not crash.
+TEST(CudaBackendSelectWithoutGpu, CudaIsAnInputErrorAndAutoFallsBack) {
+  if (no_gpu_reason().empty()) GTEST_SKIP() << "a GPU is visible; this checks the no-GPU path";
+  try {
+    make_backend("cuda", 1, "invariant", "");
+    ADD_FAILURE() << "make_backend(cuda) without a GPU did not throw";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--backend cuda: no usable GPU on"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(make_backend("auto", 1, "invariant", "")->name(), "cpu");
+}
+
+// --- tensor parallelism over NCCL ---
+
+class CudaTensorParallel : public GpuTest {};
+
+TEST_F(CudaTensorParallel, TwoGpusMatchOneAndStayBatchInvariant) {
+#if !defined(SSD_HAVE_NCCL)
+  GTEST_SKIP() << "built without NCCL";
+#else
+  const int gpus = cuda_device_count();
+  if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpus << " visible";
+  const std::string preset = "tiny-llama";
+  CudaBackend b0(0), b1(1);
+  auto comms = NcclComm::create_local({&b0, &b1});
+  NcclAllReduce ar0(std::move(comms[0])), ar1(std::move(comms[1]));
+  auto s0 = open_weight_source("synthetic:" + preset, 5);
+  auto s1 = open_weight_source("synthetic:" + preset, 5);
+  Model m0 = load_model(*s0, b0, Shard{0, 2}, &ar0);
+  Model m1 = load_model(*s1, b1, Shard{1, 2}, &ar1);
+  KVCache c0 = create_kv_cache(m0, 1, 32), c1 = create_kv_cache(m1, 1, 32);
+  Activations a0, a1;
+  // Both ranks run the same batch at once (each all-reduce needs both).
+  const auto both = [&](const ForwardBatch& batch, std::vector<float>& l0, std::vector<float>& l1) {
+    std::exception_ptr error;
+    std::thread rank1([&] {
+      try {
+        forward(m1, c1, batch, a1, l1);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    });
+    forward(m0, c0, batch, a0, l0);
+    rank1.join();
+    if (error) std::rethrow_exception(error);
+  };
+  Loaded single(preset, cuda());
+  Session one(single, 1, 32);
+
+  std::vector<float> l0, l1;
+  ForwardBatch prefill;
+  prefill.add_causal(0, 0, kPrefix, Logits::Last);
+  both(prefill, l0, l1);
+  c0.length[0] = c1.length[0] = int(kPrefix.size());
+  expect_bitwise_equal(l1, l0, "rank 1 == rank 0 (prefill)");
+  // Partial sums added in another order than one GPU's GEMM: close, not equal.
+  expect_logits_close(l0, one.append(0, kPrefix), "TP=2 vs one GPU (prefill)");
+
+  // Verification of 5 tokens == 5 one-token decodes, bit for bit, across the all-reduce.
+  const Tokens draft = {5, 250, 7, 7, 130};
+  ForwardBatch verify;
+  verify.add_causal(0, c0.length[0], draft, Logits::All);
+  std::vector<float> v0, v1;
+  both(verify, v0, v1);
+  expect_bitwise_equal(v1, v0, "rank 1 == rank 0 (verify)");
+  for (size_t i = 0; i < draft.size(); ++i) {
+    ForwardBatch step;
+    step.add_causal(0, c0.length[0], {draft[i]}, Logits::Last);
+    both(step, l0, l1);
+    c0.length[0] += 1;
+    c1.length[0] += 1;
+    expect_bitwise_equal(row_of(v0, int(i), single.vocab()), l0,
+                         "TP=2 verify position " + std::to_string(i));
+  }
+  EXPECT_GT(ar0.stats().calls, 0);
+  release_activations(a0, b0);
+  release_activations(a1, b1);
+  release_kv_cache(c0, b0);
+  release_kv_cache(c1, b1);
+  release_model(m0);
+  release_model(m1);
+#endif
+}
+
+}  // namespace
+}  // namespace ssd

@@ -132,19 +132,25 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
       ->group(ranks)
       ->check(CLI::IsMember({"auto", "separate", "collocated"}))
       ->capture_default_str();
-  app.add_option("--backend", c.backend, "Compute backend")
+  app.add_option("--backend", c.backend,
+                 "Compute backend: cpu, cuda, or auto (cuda when built with it and a GPU is "
+                 "visible)")
       ->group(hardware)
-      ->check(CLI::IsMember({"cpu"}))
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
+  app.add_option("--devices", c.devices,
+                 "CUDA: GPU index per node-local rank, comma separated (default: the local rank)")
+      ->group(hardware);
   app.add_option("-t,--threads", c.threads,
                  "CPU threads per rank (default: the node's cores / its ranks)")
       ->group(hardware)
       ->check(CLI::PositiveNumber);
   app.add_option("--gemm", c.gemm,
                  "CPU GEMM: invariant (batch-invariant, bit-exact across batch shapes) or "
-                 "openblas (faster prefill, not batch-invariant)")
+                 "openblas (faster prefill, not batch-invariant); CUDA: invariant (own kernel "
+                 "up to 64 rows, cuBLAS above) or cublas")
       ->group(hardware)
-      ->check(CLI::IsMember({"invariant", "openblas"}))
+      ->check(CLI::IsMember({"invariant", "openblas", "cublas"}))
       ->capture_default_str();
 
   app.add_option("-o,--out", c.out, "HDF5 result file")->group(output);
@@ -278,6 +284,7 @@ std::vector<std::pair<std::string, std::string>> describe(const RunConfig& c) {
       {"backend", c.backend},
       {"threads", str(c.threads)},
       {"gemm", c.gemm},
+      {"devices", c.devices.empty() ? "local rank" : c.devices},
       {"out", c.out.empty() ? "none" : c.out},
   };
 }

@@ -44,7 +44,8 @@ struct RunConfig {
   int warmup = 1;
   int reps = 3;
   // Hardware
-  std::string backend = "cpu";
+  std::string backend = "auto";
+  std::string devices;  // GPU per node-local rank, e.g. "0,1,2,3"; empty = the local rank
   int threads = 0;  // 0 = all cores
   std::string gemm = "invariant";
   // Output

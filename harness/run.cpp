@@ -12,13 +12,13 @@
 #include "comm/collective.h"
 #include "comm/mpi_all_reduce.h"
 #include "comm/peer_link.h"
+#include "harness/backend_select.h"
 #include "harness/models.h"
 #include "harness/prompts.h"
 #include "harness/report.h"
 #include "harness/result_writer.h"
 #include "harness/run_info.h"
 #include "harness/summary.h"
-#include "kernels/cpu/cpu_backend.h"
 #include "model/errors.h"
 #include "model/model.h"
 #include "ssd/autoregressive.h"
@@ -139,15 +139,18 @@ int run_benchmark(const Cli& cli) {
     outcome_model(config);  // validates --outcomes on every rank
   });
 
-  CpuBackend backend(config.threads,
-                     config.gemm == "openblas" ? GemmKind::OpenBLAS : GemmKind::Invariant);
-  std::unique_ptr<MpiAllReduce> all_reduce;
+  std::unique_ptr<Backend> backend_owner;
+  run_collectively(MPI_COMM_WORLD, [&] {
+    backend_owner = make_backend(config.backend, config.threads, config.gemm, config.devices);
+  });
+  Backend& backend = *backend_owner;
+  std::unique_ptr<AllReduce> all_reduce;
   std::optional<Model> target_model, draft_model;
   double target_load_s = 0.0, draft_load_s = 0.0;
   run_collectively(MPI_COMM_WORLD, [&] {
     if (layout.role == Role::Target) {
       const double start = now_seconds();
-      all_reduce = std::make_unique<MpiAllReduce>(layout.group);
+      all_reduce = make_all_reduce(backend, layout.group);
       target_model = load_model(*target_source, backend, Shard{layout.group_rank, layout.target_tp},
                                 all_reduce.get());
       target_load_s = now_seconds() - start;
@@ -160,11 +163,14 @@ int run_benchmark(const Cli& cli) {
   });
 
   RunInfo info = collect_run_info();
+  for (const auto& version : backend_versions(backend)) info.libraries.push_back(version);
+  if (backend.name() == "cuda") info.gpu_model = backend_device_description(backend);
+  config.backend = backend.name();
   const bool draft_only = layout.role == Role::Draft;
   info.ranks = gather_rank_info(
       {layout.world_rank,
        layout.role_name() + (layout.is_run_leader() && draft_model ? " + draft" : ""), info.host,
-       int(getpid()), backend.device_name(), config.threads});
+       int(getpid()), backend_device_description(backend), config.threads});
   const ModelConfig& mc = target_source->config();
   ModelSummary target{config.target, target_source->describe(), mc,
                       target_model ? target_model->weights.bytes : 0, target_load_s};

@@ -46,7 +46,7 @@ struct RunConfig {
   // Hardware
   std::string backend = "auto";
   std::string devices;  // GPU per node-local rank, e.g. "0,1,2,3"; empty = the local rank
-  int threads = 0;  // 0 = all cores
+  int threads = 0;      // 0 = all cores
   std::string gemm = "invariant";
   // Output
   std::string out;  // HDF5 file; empty = none

@@ -57,26 +57,36 @@ void RemoteDraft::shutdown() {
   link_.finish_sends();
 }
 
-void serve_draft(PeerLink& link, Drafter& drafter) {
+void serve_draft_rank(PeerLink& link, const std::function<void(const StartMessage&)>& start,
+                      const std::function<SpeculationMessage(const OutcomeMessage&)>& respond,
+                      const std::function<void(double sent_at)>& between_rounds) {
   for (;;) {
-    StartMessage start;
-    link.receive(MessageTag::Start, start);
-    if (start.group < 0) break;
-    drafter.start(start);
+    StartMessage group;
+    link.receive(MessageTag::Start, group);
+    if (group.group < 0) break;
+    start(group);
+    double idle_since = global_now();
     for (;;) {
-      const double wait_begin = global_now();
       OutcomeMessage outcome;
       link.receive(MessageTag::Outcome, outcome);
       if (outcome.stop) break;
       const double begin = global_now();
-      SpeculationMessage spec = drafter.propose(outcome);
+      SpeculationMessage spec = respond(outcome);
       spec.draft_start_s = begin;
       spec.draft_end_s = global_now();
-      spec.draft_idle_s = begin - wait_begin;
+      spec.draft_idle_s = begin - idle_since;
       link.send(MessageTag::Speculation, spec);
+      between_rounds(spec.draft_end_s);
+      idle_since = global_now();
     }
   }
   link.finish_sends();
+}
+
+void serve_draft(PeerLink& link, Drafter& drafter) {
+  serve_draft_rank(
+      link, [&](const StartMessage& m) { drafter.start(m); },
+      [&](const OutcomeMessage& o) { return drafter.propose(o); }, [](double) {});
 }
 
 }  // namespace ssd

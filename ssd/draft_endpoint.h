@@ -3,6 +3,8 @@
 // The SD loop sees only this interface.
 #pragma once
 
+#include <functional>
+
 #include "comm/messages.h"
 #include "comm/peer_link.h"
 #include "ssd/drafter.h"
@@ -52,7 +54,13 @@ class RemoteDraft final : public DraftEndpoint {
   PeerLink& link_;
 };
 
-// The draft rank's loop: serves batch groups until the target leader shuts it down.
+// The draft rank's loop, for any drafter: serves batch groups until the target leader shuts
+// it down. `start` opens a group, `respond` answers an outcome with a speculation, and
+// `between_rounds` (given when the speculation was sent) uses the wait for the next outcome
+// (SSD builds its cache there; SD just waits). Idle time is the wait after between_rounds.
+void serve_draft_rank(PeerLink& link, const std::function<void(const StartMessage&)>& start,
+                      const std::function<SpeculationMessage(const OutcomeMessage&)>& respond,
+                      const std::function<void(double sent_at)>& between_rounds);
 void serve_draft(PeerLink& link, Drafter& drafter);
 
 }  // namespace ssd

@@ -7,6 +7,7 @@
 #include "comm/clock.h"
 #include "ssd/autoregressive.h"
 #include "ssd/backup_speculator.h"
+#include "ssd/draft_endpoint.h"
 #include "ssd/saguaro_sampling.h"
 #include "ssd/sampling.h"
 #include "ssd/synthetic_outcome.h"
@@ -261,28 +262,11 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
 }
 
 void serve_saguaro(PeerLink& link, SaguaroDrafter& drafter) {
-  for (;;) {
-    StartMessage start;
-    link.receive(MessageTag::Start, start);
-    if (start.group < 0) break;
-    drafter.start(start);
-    double idle_since = global_now();
-    for (;;) {
-      OutcomeMessage outcome;
-      link.receive(MessageTag::Outcome, outcome);
-      if (outcome.stop) break;
-      const double begin = global_now();
-      SpeculationMessage spec = drafter.respond(outcome);
-      spec.draft_start_s = begin;
-      spec.draft_end_s = global_now();
-      spec.draft_idle_s = begin - idle_since;
-      link.send(MessageTag::Speculation, spec);
-      // The verification window: build the next round's cache while the target verifies.
-      drafter.build_cache(link, spec.draft_end_s);
-      idle_since = global_now();
-    }
-  }
-  link.finish_sends();
+  // The verification window: build the next round's cache while the target verifies.
+  serve_draft_rank(
+      link, [&](const StartMessage& m) { drafter.start(m); },
+      [&](const OutcomeMessage& o) { return drafter.respond(o); },
+      [&](double sent_at) { drafter.build_cache(link, sent_at); });
 }
 
 }  // namespace ssd

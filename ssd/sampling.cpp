@@ -30,7 +30,8 @@ void softmax(const float* logits, int vocab, double temperature, std::vector<flo
   probs.resize(vocab);
   const float max_logit = logits[argmax(logits, vocab)];
   double total = 0.0;
-  std::vector<double> e(vocab);
+  thread_local std::vector<double> e;  // reused: this runs for every sampled token
+  e.resize(vocab);
   for (int i = 0; i < vocab; ++i) {
     e[i] = std::exp((double(logits[i]) - max_logit) / temperature);
     total += e[i];
@@ -55,7 +56,7 @@ int32_t sample_from(const std::vector<float>& probs, double u) {
 
 int32_t sample_token(const float* logits, int vocab, double temperature, double u) {
   if (temperature == 0.0) return argmax(logits, vocab);
-  std::vector<float> probs;
+  thread_local std::vector<float> probs;
   softmax(logits, vocab, temperature, probs);
   return sample_from(probs, u);
 }

@@ -28,6 +28,10 @@ import unittest
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stat_checks import (chi2_sf, first_difference, homogeneity_p_value,  # noqa: E402
+                         tokens_of)
+
 ARGS = None
 TARGET = "synthetic:tiny-llama"
 COMMON = ["--reps", "1", "--warmup", "0", "--threads", "1", "--ignore-eos"]
@@ -69,18 +73,6 @@ def run_all(jobs):
     return {name: (path, proc) for name, path, proc, _ in done}
 
 
-def tokens_of(path):
-    with h5py.File(path, "r") as f:
-        return f["/generated_tokens"][...]
-
-
-def first_difference(got, want):
-    if got.shape != want.shape:
-        return f"shape {got.shape} != {want.shape}"
-    s, t = np.argwhere(got != want)[0]
-    return f"sequence {s} position {t}: got {got[s, t]}, want {want[s, t]}"
-
-
 def read_rounds(path):
     """(rounds columns as numpy arrays, /summary attributes as a dict, /config as a dict)."""
     with h5py.File(path, "r") as f:
@@ -88,70 +80,6 @@ def read_rounds(path):
         summary = dict(f["/summary"].attrs)
         config = dict(f["/config"].attrs)
     return rounds, summary, config
-
-
-# --- chi-square survival function, Q(df/2, x/2) (no scipy in Debian's test Python) ---
-
-def upper_gamma_q(a, x):
-    if x <= 0:
-        return 1.0
-    log_prefactor = -x + a * math.log(x) - math.lgamma(a)
-    if x < a + 1:
-        term = total = 1.0 / a
-        n = 1
-        while abs(term) > abs(total) * 1e-16 and n < 100000:
-            term *= x / (a + n)
-            total += term
-            n += 1
-        return max(0.0, 1.0 - total * math.exp(log_prefactor))
-    tiny = 1e-300
-    b = x + 1 - a
-    c, d = 1 / tiny, 1 / b
-    h = d
-    for i in range(1, 100000):
-        an = -i * (i - a)
-        b += 2
-        d = an * d + b
-        d = tiny if abs(d) < tiny else d
-        c = b + an / c
-        c = tiny if abs(c) < tiny else c
-        d = 1 / d
-        h *= d * c
-        if abs(d * c - 1) < 1e-16:
-            break
-    return math.exp(log_prefactor) * h
-
-
-def chi2_sf(statistic, df):
-    return upper_gamma_q(0.5 * df, 0.5 * statistic)
-
-
-def homogeneity_p_value(a, b):
-    """Chi-square test that the rows of a and b (samples of token tuples) come from one
-    distribution; tuples too rare for an expected count of 5 in both samples are pooled.
-    Returns (p-value, statistic, degrees of freedom)."""
-    counts = {}
-    for which, sample in enumerate((a, b)):
-        for row in sample:
-            counts.setdefault(tuple(row), [0, 0])[which] += 1
-    n_a, n_b = len(a), len(b)
-    need = 5 * (n_a + n_b) / min(n_a, n_b)
-    cells, rare = [], [0, 0]
-    for c in counts.values():
-        if sum(c) >= need:
-            cells.append(c)
-        else:
-            rare[0] += c[0]
-            rare[1] += c[1]
-    if sum(rare) > 0:
-        cells.append(rare)
-    statistic = 0.0
-    for c in cells:
-        for observed, n in zip(c, (n_a, n_b)):
-            expected = sum(c) * n / (n_a + n_b)
-            statistic += (observed - expected) ** 2 / expected
-    df = len(cells) - 1
-    return chi2_sf(statistic, df), statistic, df
 
 
 # --- the records checks every SSD result file must pass ---

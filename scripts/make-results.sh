@@ -1,29 +1,117 @@
 #!/usr/bin/env bash
-# Regenerates results/: the CPU-sized figure sweeps on this machine, their figures, the
-# characterization, and results/summary.txt / validate.txt. Takes ~15 minutes on 2 cores.
-# Usage: scripts/make-results.sh [sweep names...]   (default: all fig*.toml sweeps)
+# Regenerates results/ on this machine, in one command:
+#
+#   scripts/make-results.sh [SWEEP...]   # default: the six CPU figure sweeps below
+#
+# Installs dependencies, builds Release (build/release), runs `ssd-bench characterize` and
+# each sweep (sweeps/SWEEP.toml), then `ssd-analyze` on each sweep's runs:
+#   results/SWEEP/runs/*.h5, index.json   every run of the sweep (small HDF5 files)
+#   results/characterize.{h5,txt}         memory bandwidth, GEMM throughput, AR decode bound
+#   results/summary.txt                   one row per run, per sweep
+#   results/validate.txt                  predicted vs measured speedup over AR (Theorem 7,
+#                                         Corollaries 16 and 9, Eq. (1)); every SD/SSD run
+#                                         against the AR run of its own sweep
+#   results/figures/*.png, *.pdf          each sweep's figure (fig7_speedup, fig7_pareto,
+#                                         fig3_fanout, ...), plus timeline and roofline from
+#                                         the first sweep and the characterization
+#   results/machine.txt                   CPU, cores, memory, commit, date
+# Each sweep is analysed on its own: figures and validate never mix runs of different sweeps.
+# With SWEEP names only those sweeps are re-run, and the tables and figures cover only them.
+#
+# Time on a quiet 2-core machine: the six sweeps are 44 short runs, ~2 minutes; characterize
+# ~10 s; the analysis under a minute. About 3 minutes once dependencies are installed and
+# build/release is built; the Release build from scratch adds ~4 minutes.
+#
+# Exit status: nonzero when a run fails, a sweep's figure is not drawn, or validate finds an
+# SD/SSD run without an AR baseline (or an unreadable file). Checks outside validate's
+# tolerance are results, not failures: they are marked in validate.txt.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/install-deps.sh
 bash scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release
-mkdir -p results
 sweeps=("$@")
 if [ ${#sweeps[@]} -eq 0 ]; then
   sweeps=(fig7-speedup fig7-pareto fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback)
+  rm -rf results/figures   # a full regeneration leaves no stale figures behind
 fi
+for name in "${sweeps[@]}"; do
+  [ -f "sweeps/$name.toml" ] || { echo "make-results.sh: no sweeps/$name.toml" >&2; exit 2; }
+done
+mkdir -p results/figures
+tmp="$(mktemp)"
+trap 'rm -f "$tmp"' EXIT
+
+echo "== ssd-bench characterize"
 ./build/release/ssd-bench characterize --threads 1 --out results/characterize.h5 --overwrite \
   | tee results/characterize.txt
+
 for name in "${sweeps[@]}"; do
+  echo "== sweep $name"
   rm -rf "results/$name"
   sweeps/run "sweeps/$name.toml" --out "results/$name"
   rm -rf "results/$name/logs"
 done
-files=(results/fig*/runs/*.h5)
-analysis/ssd-analyze summary "${files[@]}" | tee results/summary.txt
-analysis/ssd-analyze validate "${files[@]}" | tee results/validate.txt || true
-analysis/ssd-analyze figures "${files[@]}" results/characterize.h5 --out results/figures
+
+# draw NAMES FILES...: the figures of `ssd-analyze figures` named in NAMES (comma-separated),
+# into results/figures. Only those: a figure the sweep is not made for cannot stop it.
+draw() {
+  /usr/bin/python3 - "$@" <<'PY'
+import sys
+sys.path.insert(0, "analysis")
+from ssd_analysis import figures as F, figures_detail as D, io
+names, files = sys.argv[1].split(","), sys.argv[2:]
+runs, errors = io.load_runs(files)
+makers = dict(F.FIGURES, timeline=lambda rs, d: D.fig_timeline(rs, d, None),
+              roofline=D.fig_roofline)
+failed = bool(errors)
+for e in errors:
+    print(f"make-results.sh: {e}", file=sys.stderr)
+for name in names:
+    if name not in makers:
+        print(f"   (no figure named {name})")
+        continue
+    try:
+        fig = makers[name](runs, "results/figures")
+        print("   " + " ".join(F.save(fig, "results/figures", name)))
+    except Exception as e:   # F.Skip (inputs missing) or a plotting error
+        print(f"make-results.sh: {name} not drawn: {type(e).__name__}: {e}", file=sys.stderr)
+        failed = True
+sys.exit(1 if failed else 0)
+PY
+}
+
+status=0
+: > results/summary.txt
+: > results/validate.txt
+for i in "${!sweeps[@]}"; do
+  name="${sweeps[$i]}"
+  files=("results/$name"/runs/*.h5)
+  echo "== ssd-analyze: $name"
+  { echo "### $name (sweeps/$name.toml)"; analysis/ssd-analyze summary "${files[@]}"; echo; } \
+    >> results/summary.txt
+  v=0
+  { echo "### $name (sweeps/$name.toml)"; analysis/ssd-analyze validate "${files[@]}"; } \
+    > "$tmp" || v=$?
+  { cat "$tmp"; echo "### $name: validate exit status $v"; echo; } >> results/validate.txt
+  echo "   validate (exit $v): $(tail -n 1 "$tmp")"
+  if [ "$v" -ge 2 ]; then
+    echo "make-results.sh: validate $name: exit $v (an SD/SSD run without an AR baseline, or" \
+      "an unreadable file); see results/validate.txt" >&2
+    status=1
+  fi
+  # The sweep's own figure (sweep fig3-fanout -> fig3_fanout), from its runs alone; timeline
+  # and roofline from the first sweep (fig7-speedup by default) and the characterization.
+  want="${name//-/_}"
+  if [ "$i" -eq 0 ]; then want+=",timeline,roofline"; fi
+  draw "$want" "${files[@]}" results/characterize.h5 || status=1
+done
+
 {
   echo "machine: $(lscpu | sed -n 's/^Model name:[ \t]*//p'), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
   echo "commit: $(git rev-parse --short HEAD), date: $(date -u +%F)"
 } > results/machine.txt
+echo "== results/ written in $((SECONDS / 60))m$((SECONDS % 60))s:" \
+  "summary.txt, validate.txt, figures/, one folder of runs per sweep" \
+  "$([ "$status" -eq 0 ] || echo '(WITH ERRORS, see above)')"
+exit "$status"

@@ -1,399 +1,296 @@
-// `ssd-bench characterize`: memory read bandwidth, GEMM throughput at the model's linear shapes
-// (random matrices, so the model's weights are never loaded for this part and 70B shapes work),
-// one real decode step when the model is small enough, and the AR decode bound they imply.
+// `ssd-bench characterize`: sets the launch up exactly as run_benchmark does (rank layout,
+// models, backend, all-reduce, all through the same helpers, every step agreed across ranks),
+// then runs the measurements in phases separated by barriers, gathers them to rank 0, prints
+// and writes them. Within a phase every rank measures at once, as the ranks of a run compute at
+// once; the phases themselves do not overlap, so communication is measured on quiet ranks.
 #include "harness/characterize.h"
 
-#include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <optional>
-#include <string>
-#include <thread>
-#include <tuple>
-#include <utility>
-#include <vector>
+#include <sstream>
 
-#include "harness/hdf5_writer.h"
-#include "harness/report.h"
-#include "harness/run_info.h"
-#include "kernels/cpu/cpu_backend.h"
+#include "comm/collective.h"
+#include "harness/backend_select.h"
+#include "harness/characterize_parts.h"
+#include "harness/models.h"
 #include "model/errors.h"
-#include "model/model.h"
-#include "model/weights.h"
 
 namespace ssd {
+
+std::vector<std::pair<std::string, std::string>> describe(const CharacterizeConfig& c) {
+  auto str = [](auto v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  std::string branch_rows;
+  for (int r : c.branch_rows) branch_rows += (branch_rows.empty() ? "" : ",") + std::to_string(r);
+  return {
+      {"target", c.target},
+      {"draft", c.draft.empty() ? "none" : c.draft},
+      {"weight_seed", str(c.weight_seed)},
+      {"target_tp", str(c.target_tp)},
+      {"draft_ranks", str(c.draft_ranks)},
+      {"backend", c.backend},
+      {"devices", c.devices.empty() ? "local rank" : c.devices},
+      {"threads", str(c.threads)},
+      {"gemm", c.gemm},
+      {"lookahead", str(c.lookahead)},
+      {"batch_size", str(c.batch_size)},
+      {"context", str(c.context)},
+      {"branch_rows", branch_rows.empty() ? "none" : branch_rows},
+      {"rows", str(c.rows)},
+      {"min_time", str(c.min_time)},
+      {"memory_bytes", str(c.memory_bytes)},
+      {"comm_max_bytes", str(c.comm_max_bytes)},
+      {"forward", c.forward ? "true" : "false"},
+      {"out", c.out.empty() ? "none" : c.out},
+  };
+}
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
+// characterize's flags in the RunConfig the run's own set-up helpers read. A draft makes it
+// "sd" so that the layout rules are those of a run with a draft (separate when a draft rank is
+// launched, collocated on target rank 0 when not).
+RunConfig as_run_config(const CharacterizeConfig& c) {
+  RunConfig r;
+  r.target = c.target;
+  r.draft = c.draft;
+  r.weight_seed = c.weight_seed;
+  r.target_tp = c.target_tp;
+  r.draft_ranks = c.draft_ranks;
+  r.mode = c.draft.empty() ? "ar" : "sd";
+  r.backend = c.backend;
+  r.devices = c.devices;
+  r.threads = c.threads;
+  r.gemm = c.gemm;
+  r.lookahead = c.lookahead;
+  r.batch_size = c.batch_size;
+  return r;
 }
 
-constexpr size_t kBandwidthBytes = size_t(1) << 30;  // >> any L3
-constexpr int kBandwidthPasses = 5;
-constexpr size_t kMatrixCap = size_t(2) << 30;        // largest matrix measured whole
-constexpr size_t kRotationBytes = size_t(256) << 20;  // weight copies cycled through per shape
-constexpr double kMinGemmSeconds = 0.2;
-constexpr double kDecodeLoadLimit = 8e9;  // fp32 weight bytes up to which a real step is timed
-constexpr int kPrefillTokens = 16, kDecodeWarmup = 2, kDecodeSteps = 20;
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof(buf), format, v);
-  return buf;
+// The one layout rule a run phrases in terms of --mode: a launched draft rank needs a model.
+void check_draft_rank(const CharacterizeConfig& c) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  const int draft_ranks = c.draft_ranks >= 0 ? c.draft_ranks : world - c.target_tp;
+  if (draft_ranks > 0 && c.draft.empty())
+    throw InputError("--draft: required when a draft rank is launched (mpirun -np " +
+                     std::to_string(world) + " with --target-tp " + std::to_string(c.target_tp) +
+                     ")");
 }
 
-// Uniform values in [-0.05, 0.05), filled in parallel.
-std::vector<float> random_floats(size_t count, uint64_t seed, int threads) {
-  std::vector<float> v(count);
-  float* p = v.data();
-  constexpr size_t kBlock = 1 << 16;
-  const int64_t blocks = int64_t((count + kBlock - 1) / kBlock);
-#pragma omp parallel for schedule(static) num_threads(threads)
-  for (int64_t b = 0; b < blocks; ++b) {
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + uint64_t(b) * 0xBF58476D1CE4E5B9ull + 1;
-    const size_t end = std::min(count, size_t(b + 1) * kBlock);
-    for (size_t i = size_t(b) * kBlock; i < end; ++i) {
-      s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-      p[i] = float(s >> 40) * (0.1f / 16777216.0f) - 0.05f;
-    }
+void check_positions(const ModelConfig& mc, const CharacterizeConfig& c, const char* which) {
+  const int64_t needed = int64_t(c.context) + 2 * int64_t(c.lookahead) + 1;
+  if (mc.max_position_embeddings > 0 && needed > mc.max_position_embeddings)
+    throw InputError("--context: " + std::to_string(c.context) + " + 2K + 1 positions exceed the " +
+                     which + "'s max_position_embeddings (" +
+                     std::to_string(mc.max_position_embeddings) + ")");
+}
+
+// load_model checks this too, but --no-forward loads nothing.
+void check_tp(const ModelConfig& mc, int tp) {
+  for (auto [count, what] : {std::pair{mc.num_attention_heads, "num_attention_heads"},
+                             {mc.num_key_value_heads, "num_key_value_heads"},
+                             {mc.intermediate_size, "intermediate_size"}})
+    if (count % tp != 0)
+      throw InputError("--target-tp " + std::to_string(tp) + " does not divide " + what + " (" +
+                       std::to_string(count) + ")");
+}
+
+// Row counts to measure GEMMs at, in ascending order; equal counts merge their purposes.
+std::vector<GemmRows> gemm_rows(std::initializer_list<GemmRows> wanted,
+                                const std::vector<int>& branch_rows) {
+  std::vector<GemmRows> rows(wanted);
+  for (int r : branch_rows) rows.push_back({r, "branch"});
+  std::vector<GemmRows> merged;
+  for (const GemmRows& r : rows) {
+    auto same = std::find_if(merged.begin(), merged.end(),
+                             [&](const GemmRows& m) { return m.rows == r.rows; });
+    if (same == merged.end())
+      merged.push_back(r);
+    else if (same->purpose.find(r.purpose) == std::string::npos)
+      same->purpose += "+" + r.purpose;
   }
-  return v;
+  std::stable_sort(merged.begin(), merged.end(),
+                   [](const GemmRows& a, const GemmRows& b) { return a.rows < b.rows; });
+  return merged;
 }
 
-typedef float v8 __attribute__((vector_size(32)));
-inline v8 load8(const float* p) {
-  v8 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-volatile float g_sink;
-
-// One pass summing `count` floats (a multiple of 64) with `threads` threads, each reading its
-// share as S concurrent sequential streams (more streams keep more misses in flight); GB/s.
-template <int S>
-double read_pass(const float* p, size_t count, int threads) {
-  const size_t blocks = count / 64;
-  float total = 0.0f;
-  size_t bytes = 0;
-  const auto t0 = Clock::now();
-#pragma omp parallel num_threads(threads) reduction(+ : total, bytes)
-  {
-    const size_t t = size_t(omp_get_thread_num()), n = size_t(omp_get_num_threads());
-    const size_t begin = blocks * t / n, per = (blocks * (t + 1) / n - begin) / S;
-    bytes += per * S * 64 * sizeof(float);
-    v8 a[S][2] = {};
-    for (size_t i = 0; i < per * 64; i += 64) {
-      for (int s = 0; s < S; ++s) {
-        const float* q = p + (begin + s * per) * 64 + i;
-        a[s][0] += (load8(q) + load8(q + 8)) + (load8(q + 16) + load8(q + 24));
-        a[s][1] += (load8(q + 32) + load8(q + 40)) + (load8(q + 48) + load8(q + 56));
-      }
-    }
-    for (int s = 0; s < S; ++s)
-      for (int k = 0; k < 8; ++k) total += a[s][0][k] + a[s][1][k];
-  }
-  const double seconds = since(t0);
-  g_sink = total;
-  return double(bytes) / seconds / 1e9;
-}
-
-// Read bandwidth in GB/s (1e9 bytes): the best pass over 1, 2, 4 and 8 streams per thread.
-std::pair<double, int> read_bandwidth(const float* p, size_t count, int threads) {
-  std::pair<double, int> best{0.0, 1};
-  int streams = 1;
-  for (auto pass : {read_pass<1>, read_pass<2>, read_pass<4>, read_pass<8>}) {
-    pass(p, count, threads);  // warm-up: thread pool, TLB
-    for (int i = 0; i < kBandwidthPasses; ++i)
-      best = std::max(best, std::pair(pass(p, count, threads), streams));
-    streams *= 2;
-  }
-  return best;
-}
-
-struct Shape {
-  std::string name;
-  int in = 0, out = 0;
-  int per_token = 0;  // matrices of this shape one decode step multiplies by
-};
-
-// The distinct [out, in] shapes of the model's linear layers; equal shapes are merged.
-std::vector<Shape> linear_shapes(const ModelConfig& c) {
-  const int h = c.hidden_size, L = c.num_hidden_layers;
-  const Shape all[] = {{"q_proj", h, c.q_dim(), L},
-                       {"k/v_proj", h, c.kv_dim(), 2 * L},
-                       {"o_proj", c.q_dim(), h, L},
-                       {"gate/up_proj", h, c.intermediate_size, 2 * L},
-                       {"down_proj", c.intermediate_size, h, L},
-                       {"lm_head", h, c.vocab_size, 1}};
-  std::vector<Shape> shapes;
-  for (const Shape& s : all) {
-    auto same = std::find_if(shapes.begin(), shapes.end(),
-                             [&](const Shape& o) { return o.in == s.in && o.out == s.out; });
-    if (same == shapes.end()) {
-      shapes.push_back(s);
-    } else {
-      same->name += "+" + s.name;
-      same->per_token += s.per_token;
-    }
-  }
-  return shapes;
-}
-
-using GemmFn = void (*)(float*, const float*, const float*, int, int, int, int);
-const std::pair<const char*, GemmFn> kKernels[] = {{"invariant", matmul_invariant},
-                                                   {"openblas", matmul_openblas}};
-
-struct GemmRow {
-  int shape = 0, kernel = 0;
-  int in = 0, out = 0, full_out = 0, rows = 0;
-  double seconds = 0, gflops = 0, gbps = 0;
-};
-
-// Mean seconds per call, cycling through `copies` weight matrices spaced `stride` floats apart,
-// so that each call reads its weights from memory as in a real decode step.
-double time_gemm(GemmFn fn, const float* weights, size_t stride, int copies, const float* x,
-                 float* out, int rows, int in, int out_dim, int threads) {
-  fn(out, x, weights, rows, in, out_dim, threads);
-  int calls = 0;
-  const auto t0 = Clock::now();
-  do {
-    fn(out, x, weights + stride * size_t((calls + 1) % copies), rows, in, out_dim, threads);
-    ++calls;
-  } while (calls < 2 || since(t0) < kMinGemmSeconds);
-  return since(t0) / calls;
-}
-
-std::vector<GemmRow> measure_gemms(const std::vector<Shape>& shapes, int rows, int threads,
-                                   std::ostream& os) {
-  std::vector<GemmRow> table;
-  for (size_t si = 0; si < shapes.size(); ++si) {
-    const Shape& s = shapes[si];
-    int out_dim = s.out;
-    if (size_t(s.in) * s.out * sizeof(float) > kMatrixCap) {
-      out_dim = std::max<int>(24, int(kMatrixCap / (size_t(s.in) * sizeof(float))) / 24 * 24);
-      os << "# note: " << s.name << " " << s.in << "->" << s.out << " is "
-         << human_bytes(double(s.in) * s.out * 4) << "; measuring a row slice of " << out_dim
-         << " output rows (" << human_bytes(double(s.in) * out_dim * 4) << ")\n";
-    }
-    const size_t stride = (size_t(s.in) * out_dim + 15) / 16 * 16;
-    const size_t bytes = stride * sizeof(float);
-    const int copies = int(std::max<size_t>(1, (kRotationBytes + bytes - 1) / bytes));
-    const std::vector<float> w = random_floats(stride * copies, si + 1, threads);
-    const std::vector<float> x = random_floats(size_t(rows) * s.in, 1000 + si, threads);
-    std::vector<float> out(size_t(rows) * out_dim);
-    for (int k = 0; k < 2; ++k) {
-      // A pool that just ran keeps spinning for a while (OpenBLAS ~0.1 s, libgomp less) and
-      // would steal cores from the other kernel's threads: let it go to sleep first.
-      if (threads > 1) std::this_thread::sleep_for(std::chrono::milliseconds(250));
-      for (int m : rows == 1 ? std::vector<int>{1} : std::vector<int>{1, rows}) {
-        GemmRow r{int(si), k, s.in, out_dim, s.out, m};
-        r.seconds = time_gemm(kKernels[k].second, w.data(), stride, copies, x.data(), out.data(), m,
-                              s.in, out_dim, threads);
-        r.gflops = 2.0 * m * s.in * out_dim / r.seconds / 1e9;
-        r.gbps = double(s.in) * out_dim * sizeof(float) / r.seconds / 1e9;
-        table.push_back(r);
-      }
-    }
-  }
-  std::stable_sort(table.begin(), table.end(), [](const GemmRow& a, const GemmRow& b) {
-    return std::tie(a.shape, a.rows) < std::tie(b.shape, b.rows);
-  });
-  return table;
-}
-
-// Loads the model and returns the mean ms of a one-token decode step (greedy, growing context).
-double time_decode(WeightSource& source, int threads, double& load_s) {
-  CpuBackend backend(threads);
-  const auto load_start = Clock::now();
-  Model model = load_model(source, backend);
-  load_s = since(load_start);
-  const int vocab = model.config.vocab_size;
-  auto argmax = [](const auto& v) { return int(std::max_element(v.begin(), v.end()) - v.begin()); };
-  KVCache cache = create_kv_cache(model, 1, kPrefillTokens + kDecodeWarmup + kDecodeSteps + 1);
-  Activations acts;
-  std::vector<float> logits;
-  std::vector<int32_t> prompt(kPrefillTokens);
-  for (int i = 0; i < kPrefillTokens; ++i) prompt[i] = int32_t((7919LL * i + 3) % vocab);
-  ForwardBatch prefill;
-  prefill.add_causal(0, 0, prompt, ForwardBatch::Logits::Last);
-  forward(model, cache, prefill, acts, logits);
-  cache.length[0] = kPrefillTokens;
-  int32_t token = argmax(logits);
-  double total = 0;
-  for (int step = 0; step < kDecodeWarmup + kDecodeSteps; ++step) {
-    const auto t0 = Clock::now();
-    ForwardBatch batch;
-    batch.add_causal(0, cache.length[0], {token}, ForwardBatch::Logits::Last);
-    forward(model, cache, batch, acts, logits);
-    token = argmax(logits);
-    ++cache.length[0];
-    if (step >= kDecodeWarmup) total += since(t0);
-  }
-  release_activations(acts, backend);
-  release_kv_cache(cache, backend);
-  release_model(model);
-  return total / kDecodeSteps * 1e3;
-}
-
-// Bytes one AR decode step must read, fp32: every weight except the embedding table, of which
-// only the token's row is read; a tied table is the LM head and is read whole.
-double decode_bytes(const ModelConfig& c) {
-  int64_t params = c.parameter_count();
-  if (!c.tie_word_embeddings) params -= int64_t(c.vocab_size - 1) * c.hidden_size;
-  return double(params) * sizeof(float);
+double linear_bytes(const std::vector<LinearShape>& shapes, int element_bytes) {
+  double bytes = 0.0;
+  for (const LinearShape& s : shapes) bytes += double(s.in) * s.out * s.per_token * element_bytes;
+  return bytes;
 }
 
 }  // namespace
 
-int run_characterize(const CharacterizeConfig& config) {
-  const int threads = config.threads;
-  if (threads < 1) throw InputError("--threads: must be at least 1");
+int run_characterize(const Cli& cli) {
+  CharacterizeConfig c = cli.characterize;
+  RunConfig rc = as_run_config(c);
+  RankLayout layout;
+  run_collectively(MPI_COMM_WORLD, [&] {
+    check_draft_rank(c);
+    layout = resolve_rank_layout(rc);
+  });
+  c.draft_ranks = rc.draft_ranks;
+  if (c.threads == 0) c.threads = rc.threads = default_threads_per_rank();
+  const bool has_draft = !c.draft.empty(), separate = draft_is_separate(rc);
+  const bool holds = holds_draft(rc, layout), is_target = layout.role == Role::Target;
+  if (has_draft && c.branch_rows.empty())
+    for (int m : {1, 2, 4, 8}) c.branch_rows.push_back(m * c.batch_size * (c.lookahead + 1));
+  std::sort(c.branch_rows.begin(), c.branch_rows.end());
+  c.branch_rows.erase(std::unique(c.branch_rows.begin(), c.branch_rows.end()), c.branch_rows.end());
+
+  std::unique_ptr<WeightSource> target_source, draft_source;
   std::optional<ResultFile> file;
-  if (!config.out.empty()) file.emplace(ResultFile::create(config.out, config.overwrite));
-  std::unique_ptr<WeightSource> source;
-  try {
-    source = open_weight_source(config.target, 0);
-  } catch (const InputError& e) {
-    throw InputError("--target: " + std::string(e.what()));
-  }
-  const ModelConfig& mc = source->config();
-  const double weight_bytes = double(mc.parameter_count()) * sizeof(float);
-  std::ostream& os = std::cout;
-
-  const RunInfo info = collect_run_info();
-  os << "# ssd-bench " << info.version << " characterize (commit " << info.git_commit << ", "
-     << info.build_type << ")\n";
-  os << "# started " << info.start_time << " on " << info.host << ", CPU " << info.cpu_model << ", "
-     << threads << " thread" << (threads == 1 ? "" : "s") << "\n# libraries:";
-  for (const auto& [name, version] : info.libraries) os << " " << name << " " << version << ";";
-  os << "\n# target: " << source->describe() << ": " << mc.model_type() << ", "
-     << human_count(double(mc.parameter_count())) << " parameters, " << mc.num_hidden_layers
-     << " layers, hidden " << mc.hidden_size << ", heads " << mc.num_attention_heads << "/"
-     << mc.num_key_value_heads << ", vocab " << mc.vocab_size << ", "
-     << (mc.tie_word_embeddings ? "tied" : "untied") << "; " << human_bytes(weight_bytes)
-     << " fp32\n#\n"
-     << std::flush;
-
-  const size_t count = kBandwidthBytes / sizeof(float);
-  std::vector<float> buf = random_floats(count, 7, threads);
-  const auto [bw_one, streams_one] = read_bandwidth(buf.data(), count, 1);
-  const auto [bw_all, streams_all] =
-      threads == 1 ? std::pair(bw_one, streams_one) : read_bandwidth(buf.data(), count, threads);
-  std::vector<float>().swap(buf);  // free it before the GEMMs
-  os << "# memory read bandwidth (sum of a " << human_bytes(double(kBandwidthBytes))
-     << " buffer, best of " << kBandwidthPasses
-     << " passes x 1/2/4/8 streams per thread): 1 thread " << fmt("%.2f", bw_one) << " GB/s ("
-     << streams_one << " streams)";
-  if (threads > 1)
-    os << ", " << threads << " threads " << fmt("%.2f", bw_all) << " GB/s (" << streams_all
-       << " streams)";
-  os << "\n#\n" << std::flush;
-
-  const std::vector<Shape> shapes = linear_shapes(mc);
-  os << "# GEMM out[rows][out] = x[rows][in] * W[out][in]^T, fp32, " << threads
-     << " thread(s); each shape cycles through >= " << human_bytes(double(kRotationBytes))
-     << " of weight copies so weights stream from memory; GB/s = weight bytes / time\n"
-     << std::flush;
-  const std::vector<GemmRow> table = measure_gemms(shapes, config.rows, threads, os);
-  char line[256];
-  std::snprintf(line, sizeof(line), "# %-22s %9s %9s %6s %9s %6s %12s %10s %9s\n", "shape", "in",
-                "out", "rows", "kernel", "count", "ms/call", "GFLOP/s", "GB/s");
-  os << line;
-  double step_ms[2] = {0, 0};  // M=1 GEMM time of a whole decode step, per kernel
-  for (const GemmRow& r : table) {
-    const Shape& s = shapes[r.shape];
-    std::snprintf(line, sizeof(line), "  %-22s %9d %9d %6d %9s %6d %12.4f %10.2f %9.2f\n",
-                  s.name.c_str(), r.in, r.out, r.rows, kKernels[r.kernel].first, s.per_token,
-                  r.seconds * 1e3, r.gflops, r.gbps);
-    os << line;
-    if (r.rows == 1)
-      step_ms[r.kernel] += r.seconds * 1e3 * s.per_token * double(r.full_out) / r.out;
-  }
-  os << "#\n# count = matrices of the shape per decode step; sum of count x M=1 time: "
-     << fmt("%.2f", step_ms[0]) << " ms invariant, " << fmt("%.2f", step_ms[1]) << " ms openblas\n";
-
-  const double bytes = decode_bytes(mc);
-  const double bound_tok_s = bw_all * 1e9 / bytes;
-  os << "# AR decode bound: " << fmt("%.2f", bound_tok_s) << " tok/s (" << fmt("%.1f", bytes / 1e6)
-     << " MB/token at " << fmt("%.2f", bw_all) << " GB/s) = " << fmt("%.3f", 1e3 / bound_tok_s)
-     << " ms/token (weights only, KV cache not counted)\n"
-     << std::flush;
-
-  // One real decode step, when the model fits comfortably.
-  double decode_ms = 0, load_s = 0;  // 0: not measured
-  if (weight_bytes < kDecodeLoadLimit) {
-    decode_ms = time_decode(*source, threads, load_s);
-    const double tok_s = 1e3 / decode_ms;
-    os << "# measured decode step: " << fmt("%.2f", tok_s)
-       << " tok/s = " << fmt("%.1f", 100.0 * tok_s / bound_tok_s) << "% of bound ("
-       << fmt("%.3f", decode_ms) << " ms/step, mean of " << kDecodeSteps << " steps after a "
-       << kPrefillTokens << "-token prefill; invariant GEMM; load " << fmt("%.1f", load_s)
-       << " s)\n";
-  } else {
-    os << "# measured decode step: skipped (" << human_bytes(weight_bytes) << " fp32 > "
-       << human_bytes(kDecodeLoadLimit) << ")\n";
-  }
-
-  if (file) {
-    ResultFile& f = *file;
-    f.set_attr("/", "command", "characterize");
-    f.set_attr("/", "version", info.version);
-    f.set_attr("/", "git_commit", info.git_commit);
-    f.set_attr("/", "start_time", info.start_time);
-    f.set_attr("/", "host", info.host);
-    f.set_attr("/", "cpu_model", info.cpu_model);
-    f.set_attr("/", "target", config.target);
-    f.set_attr("/", "target_description", source->describe());
-    f.set_attr("/", "parameters", mc.parameter_count());
-    f.set_attr("/", "threads", threads);
-    f.set_attr("/", "rows", config.rows);
-    f.set_attr("/", "bandwidth_buffer_bytes", kBandwidthBytes);
-    f.set_attr("/", "bandwidth_gbps", bw_all);
-    f.set_attr("/", "bandwidth_1thread_gbps", bw_one);
-    f.set_attr("/", "bandwidth_streams_per_thread", streams_all);
-    f.set_attr("/", "decode_bytes_per_token", bytes);
-    f.set_attr("/", "ar_bound_tok_s", bound_tok_s);
-    f.set_attr("/", "gemm_step_ms_invariant", step_ms[0]);
-    f.set_attr("/", "gemm_step_ms_openblas", step_ms[1]);
-    if (decode_ms > 0) {
-      f.set_attr("/", "decode_ms_per_step", decode_ms);
-      f.set_attr("/", "decode_fraction_of_bound", 1e3 / decode_ms / bound_tok_s);
+  run_collectively(MPI_COMM_WORLD, [&] {
+    target_source = open_target(rc);
+    check_tp(target_source->config(), c.target_tp);
+    check_positions(target_source->config(), c, "target");
+    if (has_draft) {
+      draft_source = open_draft(rc, target_source->config());
+      check_positions(draft_source->config(), c, "draft");
+    } else if (!cli.characterize.branch_rows.empty()) {
+      throw InputError("--branch-rows: needs --draft (branch steps are the draft's)");
     }
-    // One column per GemmRow field. ResultFile has no string columns, so shape and kernel are
-    // ids into the comma-separated "names" attribute of their column.
-    auto column = [&](const std::string& name, auto get) {
-      std::vector<decltype(get(table[0]))> values;
-      for (const GemmRow& r : table) values.push_back(get(r));
-      f.write_column("/gemm/" + name, values);
-    };
-    column("shape_id", [](const GemmRow& r) { return int32_t(r.shape); });
-    column("kernel_id", [](const GemmRow& r) { return int32_t(r.kernel); });
-    column("in", [](const GemmRow& r) { return int64_t(r.in); });
-    column("out", [](const GemmRow& r) { return int64_t(r.out); });
-    column("full_out", [](const GemmRow& r) { return int64_t(r.full_out); });
-    column("rows", [](const GemmRow& r) { return int64_t(r.rows); });
-    column("per_token", [&](const GemmRow& r) { return int64_t(shapes[r.shape].per_token); });
-    column("seconds", [](const GemmRow& r) { return r.seconds; });
-    column("gflops", [](const GemmRow& r) { return r.gflops; });
-    column("gbps", [](const GemmRow& r) { return r.gbps; });
-    std::string shape_names;
-    for (const Shape& s : shapes) shape_names += (shape_names.empty() ? "" : ",") + s.name;
-    f.set_dataset_attr("/gemm/shape_id", "names", shape_names);
-    f.set_dataset_attr("/gemm/kernel_id", "names", "invariant,openblas");
-    f.set_dataset_attr("/gemm/seconds", "units", "s per call");
-    f.set_dataset_attr("/gemm/gbps", "units", "weight bytes / s / 1e9");
-    f.commit();
+    if (layout.is_run_leader() && !c.out.empty()) {
+      try {
+        file.emplace(ResultFile::create(c.out, c.overwrite));
+      } catch (const InputError& e) {
+        throw InputError("--out: " + std::string(e.what()));
+      }
+    }
+  });
+  std::unique_ptr<Backend> backend_owner;
+  run_collectively(MPI_COMM_WORLD,
+                   [&] { backend_owner = make_backend(c.backend, c.threads, c.gemm, c.devices); });
+  Backend& backend = *backend_owner;
+  std::unique_ptr<AllReduce> all_reduce;
+  std::optional<Model> target_model, draft_model;
+  ModelSummary target_summary{c.target, target_source->describe(), target_source->config(), 0, 0};
+  std::optional<ModelSummary> draft_summary;
+  if (has_draft)
+    draft_summary = ModelSummary{c.draft, draft_source->describe(), draft_source->config(), 0, 0};
+  run_collectively(MPI_COMM_WORLD, [&] {
+    if (is_target) {
+      all_reduce = make_all_reduce(backend, layout.group);
+      if (c.forward) {
+        const double start = MPI_Wtime();
+        target_model = load_model(*target_source, backend,
+                                  Shard{layout.group_rank, layout.target_tp}, all_reduce.get());
+        target_summary.load_s = MPI_Wtime() - start;
+        target_summary.weight_bytes = target_model->weights.bytes;
+      }
+    }
+    if (holds && c.forward) {
+      const double start = MPI_Wtime();
+      draft_model = load_model(*draft_source, backend);
+      draft_summary->load_s = MPI_Wtime() - start;
+      draft_summary->weight_bytes = draft_model->weights.bytes;
+    }
+  });
+
+  CharacterizeReport report;
+  report.config = &c;
+  report.info = collect_run_info();
+  for (const auto& version : backend_versions(backend)) report.info.libraries.push_back(version);
+  if (backend.name() == "cuda") report.info.gpu_model = backend_device_description(backend);
+  const std::string role = layout.role_name() + (holds && is_target ? " + draft" : "");
+  report.info.ranks = gather_rank_info({layout.world_rank, role, report.info.host, int(getpid()),
+                                        backend_device_description(backend), c.threads});
+  report.backend = backend.name();
+  report.target_tp = layout.target_tp;
+  report.draft_ranks = layout.draft_ranks;
+  report.draft_collocated = has_draft && !separate;
+  const std::vector<LinearShape> target_shapes =
+      linear_shapes(target_summary.config, layout.target_tp);
+  report.models.push_back({"target", target_summary, target_shapes});
+  std::vector<LinearShape> draft_shapes;
+  if (has_draft) {
+    draft_shapes = linear_shapes(draft_summary->config, 1);
+    report.models.push_back({"draft", *draft_summary, draft_shapes});
   }
-  os << "# Results: " << (config.out.empty() ? "not written (no --out)" : config.out) << "\n";
-  return 0;
+  std::ostream& os = std::cout;
+  if (layout.is_run_leader()) print_header(os, report);
+
+  RankResults mine;
+  mine.rank = layout.world_rank;
+  mine.role = role;
+  const int K = c.lookahead, b = c.batch_size;
+  run_collectively(MPI_COMM_WORLD, [&] {
+    mine.memory = measure_copy_bandwidth(backend, c.memory_bytes, c.min_time);
+    mine.memory.rank = layout.world_rank;
+  });
+  // The host's own read loop, alone on the node's memory (the other ranks wait).
+  run_collectively(MPI_COMM_WORLD, [&] {
+    if (layout.is_run_leader()) report.host_read = measure_host_read(c.memory_bytes, c.threads);
+  });
+  run_collectively(MPI_COMM_WORLD, [&] {
+    auto add = [&](const char* model, const std::vector<LinearShape>& shapes,
+                   const std::vector<GemmRows>& rows) {
+      for (GemmResult& g : measure_gemms(backend, model, shapes, rows, c.min_time, c.threads)) {
+        g.rank = layout.world_rank;
+        g.kernel = c.gemm;
+        mine.gemm.push_back(g);
+      }
+    };
+    if (is_target)
+      add("target", target_shapes,
+          gemm_rows({{b, "decode"}, {b * (K + 1), "verify"}, {c.rows, "prefill"}}, {}));
+    if (holds)
+      add("draft", draft_shapes, gemm_rows({{b, "decode"}, {b * (K + 1), "glue"}}, c.branch_rows));
+  });
+  if (is_target && layout.target_tp > 1) {
+    auto rows =
+        measure_all_reduce(backend, *all_reduce, layout.group, c.comm_max_bytes, c.min_time);
+    if (layout.is_run_leader()) mine.all_reduce = std::move(rows);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (has_draft && separate && (layout.is_run_leader() || layout.role == Role::Draft))
+    mine.p2p = measure_peer_link(
+        layout.is_run_leader(), layout.is_run_leader() ? layout.draft_leader : layout.target_leader,
+        c.comm_max_bytes, c.min_time);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (c.forward) {
+    const ForwardPlan plan{K, b, c.context, c.branch_rows, c.min_time};
+    // A separate draft times its steps while the target verifies, as in SSD.
+    if (is_target)
+      mine.forward = time_target_forwards(*target_model, layout.group, layout.world_rank, plan);
+    if (holds)
+      for (const ForwardResult& f : time_draft_forwards(*draft_model, layout.world_rank, plan))
+        mine.forward.push_back(f);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  report.ranks = gather_results(mine);
+  int out_of_bounds = 0;
+  if (layout.is_run_leader()) {
+    std::vector<ForwardResult> forwards;
+    for (const RankResults& r : report.ranks)
+      forwards.insert(forwards.end(), r.forward.begin(), r.forward.end());
+    report.window = verification_window(forwards, K, b);
+    const MemoryResult& memory = report.ranks.front().memory;
+    report.decode_bytes = linear_bytes(target_shapes, int(memory.element_bytes));
+    report.ar_bound_tok_s = b * memory.gbps * 1e9 / report.decode_bytes;
+    for (const ForwardResult& f : forwards)
+      if (f.model == "target" && f.kind == "ar") report.decode_ms = f.seconds * 1e3;
+    out_of_bounds = print_tables(os, report);
+    if (file) write_characterize_file(*file, cli.argv, report);
+    os << "# Results: " << (c.out.empty() ? "not written (no --out)" : c.out) << "\n" << std::flush;
+  }
+  if (target_model) release_model(*target_model);
+  if (draft_model) release_model(*draft_model);
+  all_reduce.reset();
+  free_rank_layout(layout);
+  MPI_Barrier(MPI_COMM_WORLD);
+  return out_of_bounds == 0 ? 0 : 1;
 }
 
 }  // namespace ssd

@@ -2,14 +2,9 @@
 
 #include <CLI/CLI.hpp>
 #include <sstream>
-#include <thread>
 
 namespace ssd {
 namespace {
-
-int default_threads() {
-  return std::max(1u, std::thread::hardware_concurrency());
-}
 
 void add_run_flags(CLI::App& app, RunConfig& c) {
   const std::string models = "Models", decoding = "Decoding", prompts = "Prompts",
@@ -170,6 +165,87 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
       ->group(output);
 }
 
+// characterize takes the run's model, rank and hardware flags (same names, same checks), so
+// one command line characterizes exactly the layout a run would use.
+void add_characterize_flags(CLI::App& app, CharacterizeConfig& c) {
+  const std::string models = "Models", ranks = "Ranks", hardware = "Hardware",
+                    shape = "Decoding shape", measure = "Measurement", output = "Output";
+  app.add_option("--target", c.target, "Target model (as for a run)")
+      ->group(models)
+      ->capture_default_str();
+  app.add_option("--draft", c.draft,
+                 "Draft model (as for a run); without it only the target is characterized")
+      ->group(models);
+  app.add_option("--weight-seed", c.weight_seed, "Seed of synthetic weights")
+      ->group(models)
+      ->capture_default_str();
+  app.add_option("--target-tp", c.target_tp, "Target tensor-parallel ranks (T)")
+      ->group(ranks)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--draft-ranks", c.draft_ranks,
+                 "Draft ranks (D, 0 or 1; default: launched ranks - T); 0 with --draft: the "
+                 "draft is measured on target rank 0 (collocated)")
+      ->group(ranks)
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--backend", c.backend, "Compute backend: cpu, cuda, or auto")
+      ->group(hardware)
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--devices", c.devices, "CUDA: GPU index per node-local rank, comma separated")
+      ->group(hardware);
+  app.add_option("-t,--threads", c.threads,
+                 "CPU threads per rank (default: the node's cores / its ranks)")
+      ->group(hardware)
+      ->check(CLI::PositiveNumber);
+  app.add_option("--gemm", c.gemm, "GEMM kernel, as for a run (invariant, openblas, cublas)")
+      ->group(hardware)
+      ->check(CLI::IsMember({"invariant", "openblas", "cublas"}))
+      ->capture_default_str();
+  app.add_option("-k,--lookahead", c.lookahead, "K: verification is K+1 rows per sequence")
+      ->group(shape)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("-b,--batch-size", c.batch_size, "Sequences per forward pass")
+      ->group(shape)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--context", c.context, "Committed tokens per sequence in the timed steps")
+      ->group(shape)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--branch-rows", c.branch_rows,
+                 "Rows of the timed draft branch steps, comma separated (default: b(K+1) times "
+                 "1, 2, 4 and 8)")
+      ->group(shape)
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  app.add_option("--rows", c.rows, "Rows of the prefill-shaped target GEMM")
+      ->group(shape)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--min-time", c.min_time, "Seconds each measurement runs for, at least")
+      ->group(measure)
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--memory-bytes", c.memory_bytes,
+                 "Bytes of the bandwidth buffers (well above the last-level cache)")
+      ->group(measure)
+      ->check(CLI::Range(int64_t(1) << 20, int64_t(1) << 40))
+      ->capture_default_str();
+  app.add_option("--comm-max-bytes", c.comm_max_bytes,
+                 "Largest all-reduce and point-to-point message (sizes from 4 bytes, x4)")
+      ->group(measure)
+      ->check(CLI::Range(int64_t(4), int64_t(1) << 30))
+      ->capture_default_str();
+  app.add_flag("!--no-forward", c.forward,
+               "Do not load the models or time forward passes (GEMM shapes come from the "
+               "configs, so models too large for this machine can still be characterized)")
+      ->group(measure);
+  app.add_option("-o,--out", c.out, "HDF5 file for the measurements")->group(output);
+  app.add_flag("--overwrite", c.overwrite, "Replace an existing result file")->group(output);
+}
+
 // CLI11's messages already name the flag; we only make them one line.
 std::string one_line(std::string message) {
   for (char& ch : message)
@@ -206,19 +282,12 @@ Cli parse_cli(int argc, const char* const* argv) {
       ->capture_default_str();
   make->add_flag("--overwrite", ck.overwrite, "Replace an existing checkpoint");
 
-  CharacterizeConfig& ch = cli.characterize;
   CLI::App* characterize = app.add_subcommand(
       "characterize",
-      "Measure memory bandwidth and GEMM throughput at a model's shapes; print the AR bound");
-  characterize->add_option("--target", ch.target, "Model whose shapes to measure")
-      ->capture_default_str();
-  characterize->add_option("-t,--threads", ch.threads, "CPU threads (default: all cores)")
-      ->check(CLI::PositiveNumber);
-  characterize->add_option("--rows", ch.rows, "Rows of the prefill-shaped GEMM")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  characterize->add_option("-o,--out", ch.out, "HDF5 file for the measurements");
-  characterize->add_flag("--overwrite", ch.overwrite, "Replace an existing result file");
+      "Measure this launch's machine as a run would use it: memory bandwidth, GEMM throughput at "
+      "the models' shapes, the target all-reduce, the draft<->target link, forward-pass times "
+      "and the verification window (how many draft branch steps fit in one verification)");
+  add_characterize_flags(*characterize, cli.characterize);
   app.require_subcommand(0, 1);
 
   try {
@@ -235,7 +304,6 @@ Cli parse_cli(int argc, const char* const* argv) {
     cli.command = Command::MakeCheckpoint;
   } else if (characterize->parsed()) {
     cli.command = Command::Characterize;
-    if (ch.threads == 0) ch.threads = default_threads();
   } else {
     cli.command = Command::Run;
     if (cli.run.num_prompts == 0 && cli.run.prompts_file.empty())

@@ -65,10 +65,33 @@ struct CheckpointConfig {
   bool overwrite = false;
 };
 
+// Settings of `ssd-bench characterize`: the run's models, rank layout and hardware flags (so
+// it measures the machine exactly as a run would use it), the decoding shape to characterize
+// (K, batch, context) and how long to measure.
 struct CharacterizeConfig {
+  // Models and ranks, as for a run
   std::string target = "synthetic:llama-124m";
-  int threads = 0;
-  int rows = 128;  // GEMM rows for the prefill-shaped throughput measurement
+  std::string draft;  // empty: target only (no draft measurements)
+  uint64_t weight_seed = 0;
+  int target_tp = 1;
+  int draft_ranks = -1;  // -1: world size - target_tp
+  // Hardware, as for a run
+  std::string backend = "auto";
+  std::string devices;
+  int threads = 0;  // 0 = the node's cores / its ranks
+  std::string gemm = "invariant";
+  // The decoding shape
+  int lookahead = 4;             // K: verification is K+1 rows per sequence
+  int batch_size = 1;            // sequences per step
+  int context = 128;             // committed tokens per sequence during the timed steps
+  std::vector<int> branch_rows;  // draft branch-step rows; empty = b(K+1) x 1, 2, 4, 8
+  int rows = 128;                // rows of the prefill-shaped target GEMM
+  // Measurement
+  double min_time = 0.2;                       // seconds per measurement (at least)
+  int64_t memory_bytes = int64_t(1) << 30;     // bandwidth buffers, in all
+  int64_t comm_max_bytes = int64_t(64) << 20;  // largest all-reduce / point-to-point message
+  bool forward = true;                         // load the models and time forward passes
+  // Output
   std::string out;
   bool overwrite = false;
 };

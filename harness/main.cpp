@@ -28,8 +28,7 @@ int dispatch(const ssd::Cli& cli, int world_size) {
       return 0;
     }
     case ssd::Command::Characterize:
-      if (world_size != 1) throw ssd::InputError("characterize runs on one rank");
-      return ssd::run_characterize(cli.characterize);
+      return ssd::run_characterize(cli);
     case ssd::Command::Run:
       return ssd::run_benchmark(cli);
   }

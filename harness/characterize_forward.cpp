@@ -1,0 +1,129 @@
+// Forward-pass timings with the real models, through ModelGroup as the decoding loops drive
+// them (so TP followers, their broadcasts and all-reduces are included): the target's AR step
+// and K+1-token verification, the draft's one-token step, its glue step (K+1 tokens per
+// sequence, what SSD runs before building a cache) and SSD's branch-masked branch steps.
+#include <algorithm>
+
+#include "harness/characterize_parts.h"
+#include "ssd/model_group.h"
+
+namespace ssd {
+namespace {
+
+// Deterministic token ids spread over the vocabulary.
+int32_t token_at(int64_t i, int vocab) {
+  return int32_t((7919 * i + 3) % vocab);
+}
+
+// A fresh cache whose `sequences` sequences hold `context` committed tokens each.
+void prefill(ModelGroup& g, int sequences, int context, int capacity) {
+  g.reset_cache(sequences, capacity);
+  const int vocab = g.config().vocab_size;
+  ForwardBatch b;
+  for (int s = 0; s < sequences; ++s) {
+    std::vector<int32_t> tokens(static_cast<size_t>(context));
+    for (int i = 0; i < context; ++i) tokens[size_t(i)] = token_at(int64_t(s) * context + i, vocab);
+    b.add_causal(s, 0, tokens, ForwardBatch::Logits::Last);
+  }
+  std::vector<float> logits;
+  g.forward(b, logits);
+  for (int s = 0; s < sequences; ++s) g.lengths()[size_t(s)] = context;
+}
+
+// `per_sequence` new tokens after each sequence's context, every one's logits wanted when
+// all_logits (verification, glue), else the last (a decode step).
+ForwardBatch causal_step(int sequences, int context, int per_sequence, int vocab, bool all_logits) {
+  ForwardBatch b;
+  for (int s = 0; s < sequences; ++s) {
+    std::vector<int32_t> tokens(static_cast<size_t>(per_sequence));
+    for (int i = 0; i < per_sequence; ++i) tokens[size_t(i)] = token_at(1000 + s * 31 + i, vocab);
+    b.add_causal(s, context, tokens,
+                 all_logits ? ForwardBatch::Logits::All : ForwardBatch::Logits::Last);
+  }
+  return b;
+}
+
+// The first of SSD's K branch steps over `rows` branches (SaguaroDrafter::build_cache): branch
+// j of sequence s guesses the bonus token after k = j mod (K+1) accepted draft tokens, sits at
+// position context + k in its own scratch slot, and sees the committed prefix, the speculation's
+// first k slots and its own slot (paper Figure 8).
+ForwardBatch branch_step(int sequences, int context, int K, int rows, int scratch, int vocab) {
+  ForwardBatch b;
+  for (int i = 0; i < rows; ++i) {
+    const int s = i % sequences, j = i / sequences, k = j % (K + 1);
+    const int slot = scratch + j * K;
+    std::vector<int32_t> visible;
+    for (int v = 0; v < k; ++v) visible.push_back(context + v);
+    visible.push_back(slot);
+    b.add_token(s, token_at(5000 + i, vocab), context + k, slot, context, visible, true);
+  }
+  return b;
+}
+
+ForwardResult timed(ModelGroup& g, const ForwardBatch& batch, const char* model, const char* kind,
+                    int sequences, int rank, double min_time) {
+  std::vector<float> logits;
+  Backend& backend = *g.model().backend;
+  const Timing t = time_calls(
+      backend, [&] { g.forward(batch, logits); }, min_time);
+  ForwardResult r;
+  r.rank = rank;
+  r.model = model;
+  r.kind = kind;
+  r.rows = batch.rows();
+  r.sequences = sequences;
+  r.calls = t.calls;
+  r.seconds = t.mean_s;
+  r.best_seconds = t.best_s;
+  return r;
+}
+
+// Releases the TP followers from serve() on every path out of the leader, an exception
+// included, so they are not left waiting for a broadcast.
+struct StopFollowers {
+  ModelGroup& group;
+  ~StopFollowers() { group.stop(); }
+};
+
+}  // namespace
+
+std::vector<ForwardResult> time_target_forwards(Model& model, MPI_Comm group, int rank,
+                                                const ForwardPlan& p) {
+  ModelGroup g(model, group);
+  if (!g.leader()) {
+    g.serve();
+    return {};
+  }
+  StopFollowers stop{g};
+  const int K = p.lookahead, vocab = model.config.vocab_size;
+  prefill(g, p.batch, p.context, p.context + K + 1);
+  std::vector<ForwardResult> out;
+  out.push_back(timed(g, causal_step(p.batch, p.context, 1, vocab, false), "target", "ar", p.batch,
+                      rank, p.min_time));
+  out.push_back(timed(g, causal_step(p.batch, p.context, K + 1, vocab, true), "target", "verify",
+                      p.batch, rank, p.min_time));
+  return out;
+}
+
+std::vector<ForwardResult> time_draft_forwards(Model& model, int rank, const ForwardPlan& p) {
+  ModelGroup g(model, MPI_COMM_SELF);
+  const int K = p.lookahead, vocab = model.config.vocab_size;
+  // Committed tokens and the speculation below `scratch`, K slots per branch above it.
+  const int scratch = p.context + K + 1;
+  int most_rows = 1;
+  for (int rows : p.branch_rows) most_rows = std::max(most_rows, rows);
+  const int per_sequence = (most_rows + p.batch - 1) / p.batch;
+  prefill(g, p.batch, p.context, scratch + per_sequence * K);
+  std::vector<ForwardResult> out;
+  out.push_back(timed(g, causal_step(p.batch, p.context, 1, vocab, false), "draft", "draft",
+                      p.batch, rank, p.min_time));
+  // The glue step also writes the speculation's K/V, which the branch steps attend to.
+  out.push_back(timed(g, causal_step(p.batch, p.context, K + 1, vocab, true), "draft", "glue",
+                      p.batch, rank, p.min_time));
+  for (int rows : p.branch_rows)
+    out.push_back(timed(g, branch_step(p.batch, p.context, K, rows, scratch, vocab), "draft",
+                        "branch", p.batch, rank, p.min_time));
+  return out;
+}
+
+}  // namespace ssd

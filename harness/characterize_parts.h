@@ -1,0 +1,209 @@
+// The parts of `ssd-bench characterize`, one file each: measurement primitives
+// (characterize_timing.cpp), memory bandwidth (_memory), GEMMs (_gemm), the target all-reduce
+// and the draft<->target link (_comm), forward passes (_forward), the verification window
+// (_window), gathering to rank 0 (_results), the console tables (_report) and the HDF5 file
+// (_file). characterize.cpp sets up the launch and runs them in order.
+//
+// Everything here works through the Backend and AllReduce interfaces and MPI, so the same code
+// characterizes a CPU node and a GPU node.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/cli.h"
+#include "harness/hdf5_writer.h"
+#include "harness/report.h"
+#include "harness/run_info.h"
+#include "kernels/backend.h"
+#include "model/config.h"
+#include "model/model.h"
+
+namespace ssd {
+
+// ---- measurement primitives (characterize_timing.cpp) ----
+
+// Bytes per element of `backend`'s buffers. The Backend interface leaves the element type to
+// the backend (kernels/backend.h: fp32 on cpu, bf16 on cuda) and has no accessor for it, so it
+// is looked up by backend name here, in one place.
+int element_bytes(const Backend& backend);
+
+// Uniform values in [-0.05, 0.05), never all zero (a zero weight could take a fast path), filled
+// in parallel with `threads` threads; seeded, so every run measures the same numbers.
+std::vector<float> random_floats(size_t count, uint64_t seed, int threads);
+
+struct Timing {
+  double mean_s = 0.0;  // per call, over all timed calls
+  double best_s = 0.0;  // per call, in the fastest of the timed batches
+  int calls = 0;        // timed calls
+};
+
+// Times `call` on `backend`: one warm-up call, then batches of back-to-back calls, each closed
+// by backend.synchronize(), for at least min_time seconds in all. Host clock around the work
+// plus a synchronize is right for every backend: GPU work is asynchronous and counts only once
+// it has finished. Batches rather than single calls keep the synchronize cost out of
+// microsecond GEMMs.
+Timing time_calls(Backend& backend, const std::function<void()>& call, double min_time);
+
+// ---- results: what each rank measures ----
+
+struct MemoryResult {  // Backend::copy of one buffer into another
+  int rank = 0;
+  int64_t element_bytes = 0;
+  int64_t buffer_bytes = 0;  // each of source and destination
+  int passes = 0;
+  double best_s = 0.0, mean_s = 0.0;   // one copy
+  double gbps = 0.0, mean_gbps = 0.0;  // (bytes read + bytes written) / time / 1e9
+};
+
+struct HostReadResult {  // the CPU read loop (rank 0 only; the host, whatever the backend)
+  int64_t bytes = 0;
+  int threads = 0;
+  double gbps = 0.0, one_thread_gbps = 0.0;
+  int streams = 0, one_thread_streams = 0;  // concurrent streams per thread of the best pass
+};
+
+struct GemmResult {  // one Backend::matmul shape at one row count
+  int rank = 0;
+  std::string model;    // target | draft
+  std::string shape;    // q_proj, k/v_proj, ... (equal shapes merged with '+')
+  std::string purpose;  // decode | verify | branch | prefill: why these rows
+  std::string kernel;   // the backend's GEMM (--gemm)
+  int64_t in = 0, out = 0, full_out = 0, rows = 0;
+  int64_t per_token = 0;  // matrices of this shape in one forward pass
+  int64_t element_bytes = 0;
+  double seconds = 0.0, gflops = 0.0, gbps = 0.0;  // gbps: weight bytes / time
+};
+
+struct CommResult {        // one message size of a communication sweep
+  int64_t bytes = 0;       // all-reduce: per rank; point to point: requested per message
+  int64_t wire_bytes = 0;  // point to point: mean encoded message bytes (both directions)
+  int iterations = 0;
+  double seconds = 0.0;     // one all-reduce (slowest rank), or one way (half a round trip)
+  double algbw_gbps = 0.0;  // bytes / seconds / 1e9
+  double busbw_gbps = 0.0;  // all-reduce: algbw * 2 (n - 1) / n (nccl-tests); p2p: algbw
+};
+
+struct ForwardResult {  // one kind of forward pass, timed on the model's leader rank
+  int rank = 0;
+  std::string model;  // target | draft
+  std::string kind;   // ar | verify | draft | glue | branch
+  int rows = 0, sequences = 0, calls = 0;
+  double seconds = 0.0, best_seconds = 0.0;  // mean and fastest call
+};
+
+struct RankResults {
+  int rank = 0;
+  std::string role;
+  MemoryResult memory;
+  std::vector<GemmResult> gemm;
+  std::vector<ForwardResult> forward;
+  std::vector<CommResult> all_reduce;  // world rank 0 (target tp 0), with T > 1
+  std::vector<CommResult> p2p;         // world rank 0, with a draft rank
+};
+
+// Collective over MPI_COMM_WORLD: every rank's results, in rank order, on world rank 0 (an
+// empty vector elsewhere). characterize_results.cpp.
+std::vector<RankResults> gather_results(const RankResults& mine);
+
+// ---- measurements ----
+
+MemoryResult measure_copy_bandwidth(Backend& backend, int64_t bytes, double min_time);
+HostReadResult measure_host_read(int64_t bytes, int threads);
+
+struct LinearShape {
+  std::string name;
+  int in = 0, out = 0;
+  int per_token = 0;  // matrices of this shape one forward pass multiplies by
+};
+// The distinct [out, in] shapes of one tensor-parallel shard's linear layers (Megatron split:
+// q/k/v/gate/up by output rows, o/down by input columns, lm_head replicated).
+std::vector<LinearShape> linear_shapes(const ModelConfig& config, int tp);
+
+struct GemmRows {
+  int rows = 0;
+  std::string purpose;
+};
+std::vector<GemmResult> measure_gemms(Backend& backend, const std::string& model,
+                                      const std::vector<LinearShape>& shapes,
+                                      const std::vector<GemmRows>& rows, double min_time,
+                                      int threads);
+
+// Collective over `group` (the target TP group): one AllReduce::sum per size, 4 bytes to
+// max_bytes in steps of x4. Every rank returns the same rows.
+std::vector<CommResult> measure_all_reduce(Backend& backend, AllReduce& all_reduce, MPI_Comm group,
+                                           int64_t max_bytes, double min_time);
+// Between world rank 0 and the draft rank, over PeerLink with the decoding loop's own
+// messages: an OutcomeMessage out, a SpeculationMessage back, each about `bytes` long. Both
+// sides call it; the target side returns the rows.
+std::vector<CommResult> measure_peer_link(bool target_side, int peer, int64_t max_bytes,
+                                          double min_time);
+
+struct ForwardPlan {
+  int lookahead = 4, batch = 1, context = 128;
+  std::vector<int> branch_rows;  // ascending
+  double min_time = 0.2;
+};
+// The target's forward passes (ar: one token per sequence; verify: K+1), driven by the TP
+// group's leader as a run drives them; followers serve. The leader returns the rows.
+std::vector<ForwardResult> time_target_forwards(Model& model, MPI_Comm group, int rank,
+                                                const ForwardPlan& plan);
+// The draft's (draft: one token per sequence; glue: K+1 per sequence; branch: SSD's
+// branch-masked steps at each of plan.branch_rows), on one rank.
+std::vector<ForwardResult> time_draft_forwards(Model& model, int rank, const ForwardPlan& plan);
+
+// ---- the verification window (characterize_window.cpp) ----
+
+struct VerificationWindow {
+  bool present = false;  // needs the target's verify and the draft's branch steps
+  double verify_s = 0.0, glue_s = 0.0;
+  int base_rows = 0;      // branch rows of the window's step (the fewest measured)
+  double branch_s = 0.0;  // its time
+  int window_steps = 0;   // floor(verify_s / branch_s)
+  double step_a_s = 0.0;  // branch step ~ a + b * rows, least squares over the measured rows
+  double step_b_s = 0.0;
+  int fanout_budget = 0;  // the largest per-sequence fan-out whose cache build fits
+  int budget_rows = 0;    // fanout_budget * batch: rows of each of its branch steps
+};
+VerificationWindow verification_window(const std::vector<ForwardResult>& forwards, int lookahead,
+                                       int batch);
+
+// ---- console and file ----
+
+struct CharacterizeModel {
+  std::string role;  // target | draft
+  ModelSummary summary;
+  std::vector<LinearShape> shapes;  // of rank 0's shard (target) or the draft
+};
+
+struct CharacterizeReport {
+  RunInfo info;
+  const CharacterizeConfig* config = nullptr;
+  std::string backend;  // world rank 0's
+  int target_tp = 1, draft_ranks = 0;
+  bool draft_collocated = false;
+  std::vector<CharacterizeModel> models;
+  std::vector<RankResults> ranks;
+  std::optional<HostReadResult> host_read;
+  VerificationWindow window;
+  // The AR decode bound of rank 0's target shard: linear-layer weight bytes per step over its
+  // copy bandwidth, and the measured AR step against it.
+  double decode_bytes = 0.0, ar_bound_tok_s = 0.0, decode_ms = 0.0;
+};
+
+// Every resolved setting, as name = value pairs (console header, /config, config_json).
+std::vector<std::pair<std::string, std::string>> describe(const CharacterizeConfig& config);
+
+void print_header(std::ostream& os, const CharacterizeReport& r);
+// The tables; returns the number of measurements that are not positive and finite.
+int print_tables(std::ostream& os, const CharacterizeReport& r);
+// Writes and commits `file` (created at set-up, so a bad --out fails before measuring).
+void write_characterize_file(ResultFile& file, const std::vector<std::string>& argv,
+                             const CharacterizeReport& r);
+
+}  // namespace ssd

@@ -1,0 +1,224 @@
+// characterize's console output, in the style of nccl-tests: '#' header lines (build, settings,
+// models, rank layout), then per measurement a '#' title and column line and one aligned row
+// per result, then the derived numbers and the check line.
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <ostream>
+
+#include "harness/characterize_parts.h"
+
+namespace ssd {
+namespace {
+
+std::string format(const char* f, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char* f, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, f);
+  std::vsnprintf(buf, sizeof(buf), f, args);
+  va_end(args);
+  return buf;
+}
+
+bool positive(double x) {
+  return std::isfinite(x) && x > 0.0;
+}
+
+void describe_model(std::ostream& os, const CharacterizeModel& m) {
+  const ModelConfig& c = m.summary.config;
+  os << "# " << m.role << ": " << m.summary.description << ": " << c.model_type() << ", "
+     << human_count(double(c.parameter_count())) << " parameters, " << c.num_hidden_layers
+     << " layers, hidden " << c.hidden_size << ", heads " << c.num_attention_heads << "/"
+     << c.num_key_value_heads << ", vocab " << c.vocab_size << ", "
+     << (c.tie_word_embeddings ? "tied" : "untied")
+     << (m.summary.load_s > 0 ? format("; loaded in %.2f s", m.summary.load_s) : "") << "\n";
+}
+
+int print_memory(std::ostream& os, const CharacterizeReport& r) {
+  int bad = 0;
+  os << "# memory bandwidth: Backend::copy between two buffers, best and mean of the passes; "
+        "GB/s = (bytes read + bytes written) / time / 1e9\n";
+  os << format("# %5s  %-20s %5s %12s %7s %10s %10s %10s %10s\n", "rank", "role", "elem", "buffer",
+               "passes", "best ms", "mean ms", "GB/s best", "GB/s mean");
+  for (const RankResults& rank : r.ranks) {
+    const MemoryResult& m = rank.memory;
+    os << format("  %5d  %-20s %5lld %12s %7d %10.3f %10.3f %10.2f %10.2f\n", m.rank,
+                 rank.role.c_str(), (long long)m.element_bytes,
+                 human_bytes(double(m.buffer_bytes)).c_str(), m.passes, m.best_s * 1e3,
+                 m.mean_s * 1e3, m.gbps, m.mean_gbps);
+    bad += !positive(m.gbps) + !positive(m.mean_gbps);
+  }
+  if (r.host_read) {
+    const HostReadResult& h = *r.host_read;
+    os << format(
+        "# host read bandwidth (world rank 0's CPU summing a %s buffer, best of 1/2/4/8 streams "
+        "per thread): 1 thread %.2f GB/s (%d streams)",
+        human_bytes(double(h.bytes)).c_str(), h.one_thread_gbps, h.one_thread_streams);
+    if (h.threads > 1)
+      os << format(", %d threads %.2f GB/s (%d streams)", h.threads, h.gbps, h.streams);
+    os << "\n";
+    bad += !positive(h.gbps);
+  }
+  return bad;
+}
+
+int print_gemm(std::ostream& os, const CharacterizeReport& r) {
+  int bad = 0;
+  os << "#\n# GEMM out[rows][out] = x[rows][in] * W[out][in]^T through Backend::matmul, weights "
+        "cycled through >= 256 MB of copies so they stream from memory; count = matrices per "
+        "forward pass; GB/s = weight bytes / time\n";
+  os << format("# %5s  %-6s %-22s %7s %7s %6s %-14s %-9s %5s %10s %9s %8s\n", "rank", "model",
+               "shape", "in", "out", "rows", "purpose", "kernel", "count", "ms/call", "GFLOP/s",
+               "GB/s");
+  for (const RankResults& rank : r.ranks)
+    for (const GemmResult& g : rank.gemm) {
+      os << format("  %5d  %-6s %-22s %7lld %7lld %6lld %-14s %-9s %5lld %10.4f %9.2f %8.2f\n",
+                   g.rank, g.model.c_str(), g.shape.c_str(), (long long)g.in, (long long)g.out,
+                   (long long)g.rows, g.purpose.c_str(), g.kernel.c_str(), (long long)g.per_token,
+                   g.seconds * 1e3, g.gflops, g.gbps);
+      if (g.out != g.full_out)
+        os << format("#        (%s has %lld output rows; a slice of %lld was measured)\n",
+                     g.shape.c_str(), (long long)g.full_out, (long long)g.out);
+      bad += !positive(g.seconds) + !positive(g.gflops);
+    }
+  return bad;
+}
+
+int print_comm(std::ostream& os, const CharacterizeReport& r) {
+  int bad = 0;
+  const std::vector<CommResult>& ar = r.ranks.front().all_reduce;
+  if (!ar.empty()) {
+    os << "#\n# target all-reduce over " << r.target_tp << " ranks, through the run's AllReduce ("
+       << (r.backend == "cuda" ? "NCCL" : "MPI")
+       << "); time = slowest rank; busbw = algbw * 2(n-1)/n (nccl-tests)\n";
+    os << format("# %12s %12s %7s %12s %12s %12s\n", "size (B)", "count", "iters", "time (us)",
+                 "algbw (GB/s)", "busbw (GB/s)");
+    double peak = 0.0;
+    for (const CommResult& c : ar) {
+      os << format("  %12lld %12lld %7d %12.2f %12.3f %12.3f\n", (long long)c.bytes,
+                   (long long)(c.bytes / r.ranks.front().memory.element_bytes), c.iterations,
+                   c.seconds * 1e6, c.algbw_gbps, c.busbw_gbps);
+      peak = std::max(peak, c.busbw_gbps);
+      bad += !positive(c.seconds) + !positive(c.busbw_gbps);
+    }
+    os << format("# all-reduce latency %.2f us (%lld B), peak bus bandwidth %.3f GB/s\n",
+                 ar.front().seconds * 1e6, (long long)ar.front().bytes, peak);
+  }
+  const std::vector<CommResult>& p2p = r.ranks.front().p2p;
+  if (!p2p.empty()) {
+    os << "#\n# draft<->target point to point, world rank 0 <-> " << r.target_tp
+       << ", over PeerLink with the decoding loop's messages (an outcome out, a speculation "
+          "back); one way = half a round trip\n";
+    os << format("# %12s %12s %7s %14s %10s\n", "size (B)", "wire (B)", "iters", "one way (us)",
+                 "GB/s");
+    double peak = 0.0;
+    for (const CommResult& c : p2p) {
+      os << format("  %12lld %12lld %7d %14.2f %10.3f\n", (long long)c.bytes,
+                   (long long)c.wire_bytes, c.iterations, c.seconds * 1e6, c.algbw_gbps);
+      peak = std::max(peak, c.algbw_gbps);
+      bad += !positive(c.seconds) + !positive(c.algbw_gbps);
+    }
+    os << format(
+        "# point-to-point latency %.2f us (%lld B on the wire), peak bandwidth %.3f GB/s\n",
+        p2p.front().seconds * 1e6, (long long)p2p.front().wire_bytes, peak);
+  }
+  return bad;
+}
+
+int print_forward(std::ostream& os, const CharacterizeReport& r) {
+  const CharacterizeConfig& c = *r.config;
+  int bad = 0;
+  bool any = false;
+  for (const RankResults& rank : r.ranks) any = any || !rank.forward.empty();
+  if (!any) return 0;
+  os << "#\n# forward passes with the models: " << c.batch_size << " sequence(s) of " << c.context
+     << " committed tokens, K = " << c.lookahead
+     << "; ar = 1 token per sequence, verify = K+1, draft = 1, glue = K+1, branch = SSD's "
+        "branch-masked step; best = fastest batch of calls; per verify = floor(verify / mean)\n";
+  os << format("# %5s  %-6s %-7s %6s %5s %6s %10s %10s %11s\n", "rank", "model", "kind", "rows",
+               "seqs", "calls", "ms mean", "ms best", "per verify");
+  for (const RankResults& rank : r.ranks)
+    for (const ForwardResult& f : rank.forward) {
+      const std::string fits = f.model == "draft" && r.window.verify_s > 0
+                                   ? std::to_string(int(std::floor(r.window.verify_s / f.seconds)))
+                                   : "-";
+      os << format("  %5d  %-6s %-7s %6d %5d %6d %10.3f %10.3f %11s\n", f.rank, f.model.c_str(),
+                   f.kind.c_str(), f.rows, f.sequences, f.calls, f.seconds * 1e3,
+                   f.best_seconds * 1e3, fits.c_str());
+      bad += !positive(f.seconds);
+    }
+  return bad;
+}
+
+}  // namespace
+
+void print_header(std::ostream& os, const CharacterizeReport& r) {
+  const RunInfo& info = r.info;
+  os << "# ssd-bench " << info.version << " characterize (commit " << info.git_commit << ", "
+     << info.build_type << ")\n";
+  os << "# started " << info.start_time << " on " << info.host << ", CPU " << info.cpu_model
+     << ", GPU " << info.gpu_model << "\n# libraries:";
+  for (const auto& [name, version] : info.libraries) os << " " << name << " " << version << ";";
+  os << "\n#\n# settings:";
+  int column = 0;
+  for (const auto& [name, value] : describe(*r.config)) {
+    if (column++ % 6 == 0) os << "\n#  ";
+    os << " " << name << "=" << value;
+  }
+  os << "\n";
+  for (const CharacterizeModel& m : r.models) describe_model(os, m);
+  if (r.draft_collocated)
+    os << "# the draft is collocated: measured on target rank 0 (launch --target-tp + 1 ranks "
+          "for a draft rank)\n";
+  os << "#\n# rank layout:\n";
+  os << format("# %5s  %-24s %-20s %8s  %-32s %7s\n", "rank", "role", "host", "pid", "device",
+               "threads");
+  for (const RankInfo& i : info.ranks)
+    os << format("# %5d  %-24s %-20s %8d  %-32s %7d\n", i.rank, i.role.c_str(), i.host.c_str(),
+                 i.pid, i.device.substr(0, 32).c_str(), i.threads);
+  os << "#\n" << std::flush;
+}
+
+int print_tables(std::ostream& os, const CharacterizeReport& r) {
+  int bad = print_memory(os, r) + print_gemm(os, r) + print_comm(os, r) + print_forward(os, r);
+  const CharacterizeConfig& c = *r.config;
+  const VerificationWindow& w = r.window;
+  os << "#\n";
+  if (w.present) {
+    os << format(
+        "# verification window: verify %.3f ms / draft branch step (%d rows) %.3f ms = "
+        "%d branch steps\n",
+        w.verify_s * 1e3, w.base_rows, w.branch_s * 1e3, w.window_steps);
+    os << format(
+        "# branch step ~ a + b * rows = %.4f ms + %.4f us/row (least squares); glue step "
+        "%.3f ms\n",
+        w.step_a_s * 1e3, w.step_b_s * 1e6, w.glue_s * 1e3);
+    os << format(
+        "# largest fan-out budget: %d per sequence (%d rows per branch step): the glue "
+        "step and K = %d branch steps within 90%% of the verification (--budget auto's "
+        "rule)\n",
+        w.fanout_budget, w.budget_rows, c.lookahead);
+    bad += !positive(w.verify_s) + !positive(w.branch_s);
+  } else if (c.forward && !c.draft.empty()) {
+    os << "# verification window: not measured\n";
+  }
+  if (positive(r.decode_bytes)) {
+    const double bound_ms = 1e3 * c.batch_size / r.ar_bound_tok_s;
+    os << format(
+        "# AR decode bound (rank 0's target shard): %s of linear weights per step at "
+        "%.2f GB/s = %.3f ms/step, %.2f tok/s",
+        human_bytes(r.decode_bytes).c_str(), r.ranks.front().memory.gbps, bound_ms,
+        r.ar_bound_tok_s);
+    if (r.decode_ms > 0)
+      os << format("; measured AR step %.3f ms = %.1f%% of the bound", r.decode_ms,
+                   100.0 * bound_ms / r.decode_ms);
+    os << "\n";
+  }
+  os << "# Out of bounds values : " << bad << (bad == 0 ? " OK" : " FAILED")
+     << " (measurements that are not positive and finite)\n";
+  return bad;
+}
+
+}  // namespace ssd

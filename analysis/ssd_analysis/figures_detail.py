@@ -119,19 +119,57 @@ def fig_timeline(runs, out_dir, path=None):
 
 # --- roofline --------------------------------------------------------------------------------
 
+def _names(char, table, column, default):
+    """The `names` attribute of an id column of a characterize table, as a list."""
+    attrs = char.table_attrs.get(table) or (char.gemm_attrs if table == "gemm" else {})
+    return str(attrs.get(column, {}).get("names", default)).split(",")
+
+
+def _element_bytes(char):
+    """Bytes per weight element on the characterized backend (4: fp32 cpu, 2: bf16 cuda);
+    files from before characterize recorded it are fp32."""
+    return float(char.attrs.get("element_bytes", 4))
+
+
 def _gemm_points(char):
     g = char.gemm
     if not g:
         return []
-    names = str(char.gemm_attrs.get("kernel_id", {}).get("names", "invariant,openblas"))
-    names = names.split(",")
+    names = _names(char, "gemm", "kernel_id", "invariant,openblas")
     pts = []
     for i in range(len(g["gflops"])):
         rows, n_in, n_out = float(g["rows"][i]), float(g["in"][i]), float(g["out"][i])
-        bytes_ = 4.0 * (n_in * n_out + rows * n_in + rows * n_out)
+        eb = float(g["element_bytes"][i]) if "element_bytes" in g else 4.0
+        bytes_ = eb * (n_in * n_out + rows * n_in + rows * n_out)
         pts.append((2.0 * rows * n_in * n_out / bytes_, float(g["gflops"][i]),
                     names[int(g["kernel_id"][i])] if int(g["kernel_id"][i]) < len(names) else "?"))
     return pts
+
+
+def _characterize_kinds(char, eb):
+    """(label, intensity, achieved GFLOP/s) of the forward passes characterize timed itself: the
+    target's AR step and verification, the draft step and the smallest branch step."""
+    t = char.tables.get("forward")
+    if not t or not len(t.get("seconds", [])):
+        return []
+    models = _names(char, "forward", "model_id", "target,draft")
+    kinds = _names(char, "forward", "kind_id", "ar,verify,draft,glue,branch")
+    rows_of = {}
+    for i in range(len(t["seconds"])):
+        model, kind = models[int(t["model_id"][i])], kinds[int(t["kind_id"][i])]
+        if kind in ("ar", "verify", "draft", "branch"):
+            key = (model, kind)
+            if key not in rows_of or t["rows"][i] < t["rows"][rows_of[key]]:
+                rows_of[key] = i
+    out = []
+    for (model, kind), i in rows_of.items():
+        P = weights_read(char.models.get(model, {}))
+        rows, sec = float(t["rows"][i]), float(t["seconds"][i])
+        label = {"ar": "AR step", "verify": "verify", "draft": "draft step",
+                 "branch": "branch step"}[kind]
+        out.append((f"{label} ({rows:.3g} rows, characterize)", 2 * rows / eb,
+                    2 * rows * P / sec / 1e9))
+    return out
 
 
 def weights_read(model_attrs):
@@ -148,10 +186,10 @@ def weights_read(model_attrs):
     return P
 
 
-def _forward_kinds(runs):
+def _forward_kinds(runs, eb=4.0):
     """(label, intensity, achieved GFLOP/s or NaN) for AR step, verification, draft step and
     branch step, from the first speculative run (and its AR baseline). Intensity of a forward
-    of `rows` tokens through a model of P fp32 parameters: 2 rows P / (4 P) = rows / 2."""
+    of `rows` tokens through a model of P parameters of `eb` bytes: 2 rows P / (eb P)."""
     spec = next((r for r in runs if r.mode == "ssd" and r.has_rounds), None) or \
         next((r for r in runs if r.mode == "sd" and r.has_rounds), None)
     ar = None
@@ -165,13 +203,13 @@ def _forward_kinds(runs):
         P = weights_read(ar.models.get("target", {}))
         base = V.ar_baseline(ar)
         b = base["rows"] if base["steps"] else ar.batch_size
-        kinds.append((f"AR step ({b:.3g} rows)", b / 2, 2 * b * P / base["t_ar"] / 1e9))
+        kinds.append((f"AR step ({b:.3g} rows)", 2 * b / eb, 2 * b * P / base["t_ar"] / 1e9))
     if spec is not None:
         br = T.batch_rounds(spec.rounds)
         P = weights_read(spec.models.get("target", {}))
         Pd = weights_read(spec.models.get("draft", {}))
         K, rows = spec.lookahead, float(np.mean(br["rows"]))
-        kinds.append((f"verify ({rows * (K + 1):.3g} rows)", rows * (K + 1) / 2,
+        kinds.append((f"verify ({rows * (K + 1):.3g} rows)", 2 * rows * (K + 1) / eb,
                       2 * rows * (K + 1) * P / T.mean(br["verify"]) / 1e9))
         # a draft step: SD drafting K tokens, or SSD's just-in-time drafting of a miss
         if sd is not None:
@@ -180,13 +218,13 @@ def _forward_kinds(runs):
         else:
             jit = (br["round"] > 0) & br["any_primary"] & ~br["any_backup"] & (br["fallback"] > 0)
             d_rows, step = rows, (T.mean(br["fallback"] / K, jit) if np.any(jit) else math.nan)
-        kinds.append((f"draft step ({d_rows:.3g} rows)", d_rows / 2,
+        kinds.append((f"draft step ({d_rows:.3g} rows)", 2 * d_rows / eb,
                       2 * d_rows * Pd / step / 1e9))
         built = br["build"] > 0
         if np.any(built):
             branches = float(np.mean(br["branches"][built]))
             per_step = T.mean(br["build"], built) / (K + 1)   # glue step + K branch steps
-            kinds.append((f"branch step ({branches:.3g} rows)", branches / 2,
+            kinds.append((f"branch step ({branches:.3g} rows)", 2 * branches / eb,
                           2 * branches * Pd / per_step / 1e9))
     return kinds
 
@@ -197,22 +235,30 @@ def fig_roofline(runs, out_dir):
         raise Skip("no characterize file among the inputs (ssd-bench characterize --out FILE)")
     char = chars[0]
     bw = float(char.attrs.get("bandwidth_gbps", math.nan))
+    host = float(char.attrs.get("host_read_gbps", math.nan))
     gemm = _gemm_points(char)
     if not math.isfinite(bw) or not gemm:
         raise Skip(f"{char.name} lacks bandwidth_gbps or /gemm measurements")
+    eb = _element_bytes(char)
     peak = max(g for _, g, _ in gemm)
-    kinds = _forward_kinds(runs)
+    # Run files' forward passes when there are any, else the ones characterize timed itself.
+    kinds = _forward_kinds(runs, eb) or _characterize_kinds(char, eb)
     xs = [i for i, _, _ in gemm] + [i for _, i, _ in kinds]
     lo, hi = min(xs + [0.25]) / 2, max(xs + [peak / bw]) * 4
     x = np.geomspace(lo, hi, 200)
     fig, ax = plt.subplots(figsize=(9.5, 4.6))
     ax.plot(x, np.minimum(peak, bw * x), color="black", linewidth=1.5,
-            label=f"roofline: {bw:.1f} GB/s, peak {peak:.1f} GFLOP/s (best GEMM)")
-    for kernel, marker in (("invariant", "o"), ("openblas", "s")):
+            label=f"roofline: {bw:.1f} GB/s ({char.attrs.get('backend', 'cpu')} copy, rank 0), "
+                  f"peak {peak:.1f} GFLOP/s (best GEMM)")
+    if math.isfinite(host) and abs(host - bw) > 0.05 * bw:
+        ax.plot(x, np.minimum(peak, host * x), color="black", linewidth=1, linestyle="--",
+                label=f"host CPU read bandwidth: {host:.1f} GB/s")
+    markers = "os^vP*X"
+    kernels = list(dict.fromkeys(k for _, _, k in gemm))
+    for n, kernel in enumerate(kernels):
         pts = [(i, g) for i, g, k in gemm if k == kernel]
-        if pts:
-            ax.scatter(*zip(*pts), marker=marker, s=14, color="#999999", alpha=0.8,
-                       label=f"GEMM at the model's shapes ({kernel})")
+        ax.scatter(*zip(*pts), marker=markers[n % len(markers)], s=14, color="#999999",
+                   alpha=0.8, label=f"GEMM at the models' shapes ({kernel})")
     for n, (label, inten, achieved) in enumerate(kinds):
         color = PALETTE[n % len(PALETTE)]
         ax.scatter([inten], [min(peak, bw * inten)], marker="D", s=40, facecolors="none",
@@ -226,7 +272,9 @@ def fig_roofline(runs, out_dir):
             ax.scatter([], [], marker="D", color=color, label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP / weight byte) = 2 rows P / 4 P  (fp32 weights)")
+    weights = "fp32" if eb == 4 else ("bf16" if eb == 2 else f"{eb:g}-byte")
+    ax.set_xlabel(f"arithmetic intensity (FLOP / weight byte) = 2 rows P / {eb:g} P  "
+                  f"({weights} weights)")
     ax.set_ylabel("GFLOP/s")
     ax.set_title(f"Roofline of {char.attrs.get('host', '?')} ({char.attrs.get('threads', '?')} "
                  f"threads); hollow: attainable, filled: achieved", fontsize=9)

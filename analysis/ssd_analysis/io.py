@@ -1,9 +1,9 @@
 """Load one ssd-bench HDF5 file (docs/hdf5-schema.md, version 1.1) into a `Run`.
 
 Everything is read eagerly into numpy arrays and plain Python values, so the rest of the
-package never touches h5py. Tables (`/steps`, `/reps`, `/rounds`, characterize's `/gemm`) become
-dicts of column name -> 1-D array (`/rounds/fanout` is 2-D). What a file should hold, and the
-checks of it, are in schema.py.
+package never touches h5py. Tables (`/steps`, `/reps`, `/rounds`, characterize's `/gemm`,
+`/forward`, ...) become dicts of column name -> 1-D array (`/rounds/fanout` is 2-D). What a file
+should hold, and the checks of it, are in schema.py.
 """
 import hashlib
 import json
@@ -57,6 +57,10 @@ class Run:
     prompt_digest: str = ""
     gemm: dict = field(default_factory=dict)     # characterize: /gemm columns
     gemm_attrs: dict = field(default_factory=dict)
+    # characterize: its other tables (/memory, /forward, /all_reduce, /p2p) as columns, and
+    # every table's dataset attributes (the `names` of id columns), by table name
+    tables: dict = field(default_factory=dict)
+    table_attrs: dict = field(default_factory=dict)
 
     # --- identification -------------------------------------------------------------
     @property
@@ -176,10 +180,16 @@ def load_run(path):
         mode = attrs.get("mode") or attrs.get("command") or ""
         if mode == "characterize" or (not attrs.get("mode") and "gemm" in f):
             run = Run(path=path, mode="characterize", attrs=attrs, config={})
-            if "gemm" in f:
-                run.gemm = _table(f["gemm"])
-                run.gemm_attrs = {k: {a: _plain(v) for a, v in ds.attrs.items()}
-                                  for k, ds in f["gemm"].items()}
+            for name in ("gemm", "memory", "forward", "all_reduce", "p2p"):
+                if name in f:
+                    run.tables[name] = _table(f[name])
+                    run.table_attrs[name] = {k: {a: _plain(v) for a, v in ds.attrs.items()}
+                                             for k, ds in f[name].items()}
+            run.gemm = run.tables.get("gemm", {})
+            run.gemm_attrs = run.table_attrs.get("gemm", {})
+            if "models" in f:
+                run.models = {k: {a: _plain(v) for a, v in g.attrs.items()}
+                              for k, g in f["models"].items()}
             return run
         try:
             config = json.loads(attrs.get("config_json", "{}"))

@@ -1,0 +1,255 @@
+#!/usr/bin/python3
+"""ssd-bench characterize end to end, with tiny models and short measurements: one rank (draft
+collocated) and three ranks (target TP 2 + a draft rank). Checks that every table of the HDF5
+file is there, positive and consistent with its own definitions (bandwidths from bytes and
+times, the nccl-tests bus bandwidth, the verification window = floor(verify / branch step) and
+--budget auto's rule over the least-squares branch-step fit), that analysis/ssd-analyze draws
+the roofline from the file, and that bad input gets one line naming the flag (exit 2).
+
+  /usr/bin/python3 tests/py_test_characterize.py --ssd-bench PATH --work DIR --mpiexec PATH
+"""
+import argparse
+import math
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+import h5py
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ARGS = None
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_mpi_yield_when_idle="1")
+# Short measurements: the point is the plumbing and the arithmetic, not the numbers.
+QUICK = ["--threads", "1", "--min-time", "0.01", "--memory-bytes", str(8 << 20),
+         "--comm-max-bytes", str(64 << 10)]
+TINY = ["--target", "synthetic:tiny-llama", "--draft", "synthetic:tiny-llama-other"]
+# Root attributes every result file has (analysis/ssd_analysis/schema.py ROOT_ATTRS).
+ROOT_ATTRS = ["schema_version", "complete", "mode", "config_json", "argv", "version",
+              "git_commit", "build_type", "host", "cpu_model", "gpu_model", "start_time",
+              "end_time", "synthetic_outcomes"]
+
+
+def characterize(np_, *flags):
+    cmd = [ARGS.ssd_bench, "characterize", *flags]
+    if np_ > 1 or ARGS.mpiexec:
+        cmd = [ARGS.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(np_), *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=ENV)
+
+
+def names(ds):
+    return str(ds.attrs["names"]).split(",")
+
+
+def strings(f, table, column):
+    """An id column of a table as its names."""
+    ds = f[f"{table}/{column}"]
+    n = names(ds)
+    return [n[i] for i in ds[...]]
+
+
+class Characterize(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        shutil.rmtree(ARGS.work, ignore_errors=True)
+        os.makedirs(ARGS.work)
+
+    def run_ok(self, np_, *flags):
+        proc = characterize(np_, *flags)
+        self.assertEqual(proc.returncode, 0, f"{flags}:\n{proc.stdout}\n{proc.stderr}")
+        self.assertIn("# Out of bounds values : 0 OK", proc.stdout)
+        return proc
+
+    def check_common(self, f, ranks, K, b):
+        for a in ROOT_ATTRS:
+            self.assertIn(a, f.attrs, a)
+        self.assertEqual(f.attrs["mode"], "characterize")
+        self.assertEqual(f.attrs["complete"], 1)
+        self.assertEqual(sorted(int(r) for r in f["ranks"]), list(range(ranks)))
+        for a in ("bandwidth_gbps", "ar_bound_tok_s", "decode_bytes_per_token",
+                  "host_read_gbps", "gemm_step_ms"):
+            self.assertGreater(float(f.attrs[a]), 0, a)
+
+        m = f["memory"]
+        self.assertEqual(list(m["rank"][...]), list(range(ranks)))
+        np.testing.assert_allclose(m["gbps"][...],
+                                   2 * m["buffer_bytes"][...] / m["best_s"][...] / 1e9, rtol=1e-9)
+        self.assertTrue(np.all(m["mean_gbps"][...] > 0))
+        self.assertTrue(np.all(m["mean_gbps"][...] <= m["gbps"][...] * (1 + 1e-9)))
+        self.assertAlmostEqual(f.attrs["bandwidth_gbps"], m["gbps"][0])
+
+        g = f["gemm"]
+        secs = g["seconds"][...]
+        self.assertTrue(np.all(secs > 0))
+        work = 2.0 * g["rows"][...] * g["in"][...] * g["out"][...]
+        np.testing.assert_allclose(g["gflops"][...], work / secs / 1e9, rtol=1e-9)
+        np.testing.assert_allclose(
+            g["gbps"][...], g["in"][...] * g["out"][...] * g["element_bytes"][...] / secs / 1e9,
+            rtol=1e-9)
+        models, purposes = strings(f, "gemm", "model_id"), strings(f, "gemm", "purpose_id")
+        rows = g["rows"][...]
+        target_rows = {int(r) for r, mo in zip(rows, models) if mo == "target"}
+        self.assertEqual(target_rows, {b, b * (K + 1), 128})
+        draft_rows = {int(r) for r, mo in zip(rows, models) if mo == "draft"}
+        branch = [b * (K + 1) * m for m in (1, 2, 4, 8)]
+        self.assertEqual(draft_rows, {b, b * (K + 1), *branch})
+        self.assertTrue(all(p for p in purposes))
+
+        fw = f["forward"]
+        kinds = list(zip(strings(f, "forward", "model_id"), strings(f, "forward", "kind_id")))
+        rows = [int(r) for r in fw["rows"][...]]
+        secs = fw["seconds"][...]
+        self.assertTrue(np.all(secs > 0))
+        self.assertTrue(np.all(fw["best_seconds"][...] > 0))
+        by_kind = {}
+        for (model, kind), r, s in zip(kinds, rows, secs):
+            by_kind.setdefault((model, kind), []).append((r, s))
+        self.assertEqual(by_kind[("target", "ar")][0][0], b)
+        self.assertEqual(by_kind[("target", "verify")][0][0], b * (K + 1))
+        self.assertEqual(by_kind[("draft", "draft")][0][0], b)
+        self.assertEqual(by_kind[("draft", "glue")][0][0], b * (K + 1))
+        self.assertEqual(sorted(r for r, _ in by_kind[("draft", "branch")]), branch)
+        self.assertAlmostEqual(f.attrs["decode_ms_per_step"], 1e3 * by_kind[("target", "ar")][0][1])
+        self.check_window(f, by_kind, K, b)
+
+    def check_window(self, f, by_kind, K, b):
+        w = f["window"].attrs
+        verify = by_kind[("target", "verify")][0][1]
+        glue = by_kind[("draft", "glue")][0][1]
+        points = sorted(by_kind[("draft", "branch")])
+        self.assertEqual(w["verify_time_s"], verify)
+        self.assertEqual(w["glue_time_s"], glue)
+        self.assertEqual(w["branch_rows"], points[0][0])
+        self.assertEqual(w["branch_time_s"], points[0][1])
+        self.assertEqual(w["window_steps"], math.floor(verify / points[0][1]))
+        self.assertEqual(f.attrs["verification_window_steps"], w["window_steps"])
+        # the least-squares fit of branch seconds = a + b rows
+        x = np.array([p[0] for p in points], float)
+        y = np.array([p[1] for p in points], float)
+        var = np.mean(x * x) - np.mean(x) ** 2
+        slope = max(0.0, (np.mean(x * y) - np.mean(x) * np.mean(y)) / var)
+        intercept = max(0.0, np.mean(y) - slope * np.mean(x))
+        self.assertAlmostEqual(w["branch_step_b_s"], slope, delta=1e-9 * max(slope, 1e-12))
+        self.assertAlmostEqual(w["branch_step_a_s"], intercept, delta=1e-12)
+        # --budget auto: glue + K branch steps of budget * b rows within 90% of the verification
+        per_step = (0.9 * verify - glue) / K
+        exact = 0.0 if per_step <= intercept else (per_step - intercept) / slope / b
+        self.assertLessEqual(math.floor(exact - 1e-6), w["fanout_budget"])
+        self.assertLessEqual(w["fanout_budget"], math.floor(exact + 1e-6))
+        self.assertEqual(w["budget_rows"], w["fanout_budget"] * b)
+        self.assertEqual(f.attrs["fanout_budget"], w["fanout_budget"])
+        if w["fanout_budget"] > 0:  # the budget's steps fit, one more sequence's worth would not
+            rows = w["budget_rows"]
+            self.assertLessEqual(glue + K * (intercept + slope * rows), 0.9 * verify * (1 + 1e-9))
+            self.assertGreater(glue + K * (intercept + slope * (rows + b)), 0.9 * verify * (1 - 1e-9))
+
+    def test_one_rank_collocated_draft(self):
+        path = os.path.join(ARGS.work, "one.h5")
+        proc = self.run_ok(1, *TINY, *QUICK, "--out", path)
+        self.assertIn("the draft is collocated", proc.stdout)
+        self.assertIn("# verification window:", proc.stdout)
+        with h5py.File(path) as f:
+            self.check_common(f, ranks=1, K=4, b=1)
+            self.assertIn("+ draft", f["ranks/0"].attrs["role"])
+            self.assertNotIn("all_reduce", f)  # TP 1
+            self.assertNotIn("p2p", f)  # no draft rank
+            self.assertEqual(set(f["gemm/rank"][...]), {0})
+
+    def test_three_ranks_tp2_and_draft(self):
+        path = os.path.join(ARGS.work, "three.h5")
+        K, b = 3, 2
+        proc = self.run_ok(3, *TINY, *QUICK, "--target-tp", "2", "-k", str(K), "-b", str(b),
+                           "--context", "48", "--out", path)
+        for title in ("# memory bandwidth", "# GEMM", "# target all-reduce over 2 ranks",
+                      "# draft<->target point to point", "# forward passes",
+                      "# largest fan-out budget"):
+            self.assertIn(title, proc.stdout)
+        with h5py.File(path) as f:
+            self.check_common(f, ranks=3, K=K, b=b)
+            self.assertEqual(f["ranks/2"].attrs["role"], "draft 0/1")
+            g = f["gemm"]
+            models, shapes = strings(f, "gemm", "model_id"), strings(f, "gemm", "shape_id")
+            ranks = g["rank"][...]
+            self.assertEqual({int(r) for r, m in zip(ranks, models) if m == "target"}, {0, 1})
+            self.assertEqual({int(r) for r, m in zip(ranks, models) if m == "draft"}, {2})
+            # tiny-llama: 4 heads of 16, so a TP-2 shard's q_proj has 32 output rows
+            q = [int(o) for o, s, m in zip(g["out"][...], shapes, models)
+                 if s.startswith("q_proj") and m == "target"]
+            self.assertTrue(q and all(o == 32 for o in q), q)
+            self.assertEqual({int(r) for r in f["forward/rank"][...]}, {0, 2})
+
+            a = f["all_reduce"]
+            n = int(a.attrs["ranks"])
+            self.assertEqual(n, 2)
+            sizes = list(a["bytes"][...])
+            self.assertEqual(sizes, [4 * 4 ** i for i in range(len(sizes))])
+            self.assertEqual(sizes[-1], 64 << 10)
+            np.testing.assert_allclose(a["algbw_gbps"][...],
+                                       a["bytes"][...] / a["seconds"][...] / 1e9, rtol=1e-9)
+            np.testing.assert_allclose(a["busbw_gbps"][...],
+                                       a["algbw_gbps"][...] * 2 * (n - 1) / n, rtol=1e-12)
+            self.assertTrue(np.all(a["iterations"][...] >= 2))
+            self.assertEqual(f.attrs["all_reduce_latency_s"], a["seconds"][0])
+            self.assertEqual(f.attrs["all_reduce_busbw_gbps"], np.max(a["busbw_gbps"][...]))
+
+            p = f["p2p"]
+            self.assertEqual(int(p.attrs["draft_rank"]), 2)
+            self.assertTrue(np.all(p["seconds"][...] > 0))
+            wire = p["wire_bytes"][...]
+            self.assertTrue(np.all(wire > 0))
+            self.assertTrue(np.all(np.abs(wire[-3:] - p["bytes"][-3:]) < 64))  # ~ the size asked
+            np.testing.assert_allclose(p["gbps"][...], wire / p["seconds"][...] / 1e9, rtol=1e-9)
+            self.assertEqual(f.attrs["p2p_latency_s"], p["seconds"][0])
+
+        out = os.path.join(ARGS.work, "figures")
+        proc = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "analysis", "ssd-analyze"),
+                               "figures", path, "--out", out], capture_output=True, text=True,
+                              timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertGreater(os.path.getsize(os.path.join(out, "roofline.png")), 1000)
+
+    def test_no_forward_target_only(self):
+        path = os.path.join(ARGS.work, "noforward.h5")
+        self.run_ok(1, "--target", "synthetic:tiny-qwen3", *QUICK, "--no-forward", "--out", path)
+        with h5py.File(path) as f:
+            self.assertIn("gemm", f)
+            self.assertEqual(set(strings(f, "gemm", "model_id")), {"target"})
+            self.assertNotIn("forward", f)
+            self.assertNotIn("window", f)
+            self.assertNotIn("decode_ms_per_step", f.attrs)
+
+    def expect_error(self, np_, flags, needle):
+        proc = characterize(np_, *flags)
+        self.assertEqual(proc.returncode, 2, f"{flags}: {proc.stdout}{proc.stderr}")
+        lines = [l for l in proc.stderr.splitlines() if l.startswith("ssd-bench:")]
+        self.assertEqual(len(lines), 1, f"{flags}: {proc.stderr!r}")
+        self.assertTrue(lines[0].startswith(f"ssd-bench: error: {needle}"), lines[0])
+
+    def test_bad_input(self):
+        existing = os.path.join(ARGS.work, "exists.h5")
+        open(existing, "w").close()
+        quick = [*QUICK, "--no-forward"]
+        self.expect_error(2, ["--target", "synthetic:tiny-llama", *quick], "--draft")
+        self.expect_error(3, [*TINY, *quick, "--target-tp", "3"], "--target-tp")
+        self.expect_error(3, [*TINY, *quick, "--target-tp", "1", "--draft-ranks", "2"],
+                          "--draft-ranks")
+        self.expect_error(1, [*TINY, *quick, "--context", "600"], "--context")
+        self.expect_error(1, [*TINY, *quick, "--branch-rows", "0"], "--branch-rows")
+        self.expect_error(1, ["--target", "synthetic:tiny-llama", *quick, "--branch-rows", "4"],
+                          "--branch-rows")
+        self.expect_error(1, [*TINY, *quick, "--min-time", "0"], "--min-time")
+        self.expect_error(1, ["--target", "synthetic:nope", *quick], "--target")
+        self.expect_error(1, [*TINY, *quick, "--out", existing], "--out")
+        self.expect_error(2, [*TINY, *quick, "--out", existing], "--out")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ssd-bench", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--mpiexec", default=shutil.which("mpiexec") or "")
+    ARGS, rest = parser.parse_known_args()
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)

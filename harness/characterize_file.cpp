@@ -150,6 +150,8 @@ void write_headline(ResultFile& f, const CharacterizeReport& r) {
     f.set_attr("/", "fanout_budget", w.fanout_budget);
     f.set_attr("/window", "verify_time_s", w.verify_s);
     f.set_attr("/window", "glue_time_s", w.glue_s);
+    f.set_attr("/window", "draft_time_s", w.draft_s);
+    f.set_attr("/window", "t_sd", w.t_sd);
     f.set_attr("/window", "branch_rows", w.base_rows);
     f.set_attr("/window", "branch_time_s", w.branch_s);
     f.set_attr("/window", "window_steps", w.window_steps);

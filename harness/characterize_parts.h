@@ -162,6 +162,8 @@ std::vector<ForwardResult> time_draft_forwards(Model& model, int rank, const For
 struct VerificationWindow {
   bool present = false;  // needs the target's verify and the draft's branch steps
   double verify_s = 0.0, glue_s = 0.0;
+  double draft_s = 0.0;   // the draft's one-token step
+  double t_sd = 0.0;      // K draft steps / one verification (the paper's T_SD)
   int base_rows = 0;      // branch rows of the window's step (the fewest measured)
   double branch_s = 0.0;  // its time
   int window_steps = 0;   // floor(verify_s / branch_s)

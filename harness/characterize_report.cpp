@@ -188,6 +188,10 @@ int print_tables(std::ostream& os, const CharacterizeReport& r) {
   os << "#\n";
   if (w.present) {
     os << format(
+        "# draft step %.3f ms vs verify %.3f ms: K = %d draft steps take %.3f of a "
+        "verification (T_SD)\n",
+        w.draft_s * 1e3, w.verify_s * 1e3, c.lookahead, w.t_sd);
+    os << format(
         "# verification window: verify %.3f ms / draft branch step (%d rows) %.3f ms = "
         "%d branch steps\n",
         w.verify_s * 1e3, w.base_rows, w.branch_s * 1e3, w.window_steps);

@@ -35,15 +35,18 @@ VerificationWindow verification_window(const std::vector<ForwardResult>& forward
   VerificationWindow w;
   const ForwardResult* verify = find(forwards, "target", "verify");
   const ForwardResult* glue = find(forwards, "draft", "glue");
+  const ForwardResult* draft = find(forwards, "draft", "draft");
   std::vector<const ForwardResult*> branches;
   for (const ForwardResult& f : forwards)
     if (f.model == "draft" && f.kind == "branch") branches.push_back(&f);
-  if (!verify || !glue || branches.empty()) return w;
+  if (!verify || !glue || !draft || branches.empty()) return w;
   std::sort(branches.begin(), branches.end(),
             [](const ForwardResult* a, const ForwardResult* b) { return a->rows < b->rows; });
   w.present = true;
   w.verify_s = verify->seconds;
   w.glue_s = glue->seconds;
+  w.draft_s = draft->seconds;
+  w.t_sd = K * w.draft_s / w.verify_s;
   w.base_rows = branches.front()->rows;
   w.branch_s = branches.front()->seconds;
   w.window_steps = int(std::floor(w.verify_s / w.branch_s));

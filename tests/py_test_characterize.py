@@ -122,6 +122,9 @@ class Characterize(unittest.TestCase):
         points = sorted(by_kind[("draft", "branch")])
         self.assertEqual(w["verify_time_s"], verify)
         self.assertEqual(w["glue_time_s"], glue)
+        draft = by_kind[("draft", "draft")][0][1]
+        self.assertEqual(w["draft_time_s"], draft)
+        self.assertAlmostEqual(w["t_sd"], K * draft / verify, delta=1e-12 * K * draft / verify)
         self.assertEqual(w["branch_rows"], points[0][0])
         self.assertEqual(w["branch_time_s"], points[0][1])
         self.assertEqual(w["window_steps"], math.floor(verify / points[0][1]))
@@ -144,7 +147,8 @@ class Characterize(unittest.TestCase):
         if w["fanout_budget"] > 0:  # the budget's steps fit, one more sequence's worth would not
             rows = w["budget_rows"]
             self.assertLessEqual(glue + K * (intercept + slope * rows), 0.9 * verify * (1 + 1e-9))
-            self.assertGreater(glue + K * (intercept + slope * (rows + b)), 0.9 * verify * (1 - 1e-9))
+            self.assertGreater(glue + K * (intercept + slope * (rows + b)),
+                               0.9 * verify * (1 - 1e-9))
 
     def test_one_rank_collocated_draft(self):
         path = os.path.join(ARGS.work, "one.h5")
@@ -224,7 +228,7 @@ class Characterize(unittest.TestCase):
     def expect_error(self, np_, flags, needle):
         proc = characterize(np_, *flags)
         self.assertEqual(proc.returncode, 2, f"{flags}: {proc.stdout}{proc.stderr}")
-        lines = [l for l in proc.stderr.splitlines() if l.startswith("ssd-bench:")]
+        lines = [line for line in proc.stderr.splitlines() if line.startswith("ssd-bench:")]
         self.assertEqual(len(lines), 1, f"{flags}: {proc.stderr!r}")
         self.assertTrue(lines[0].startswith(f"ssd-bench: error: {needle}"), lines[0])
 

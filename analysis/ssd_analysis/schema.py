@@ -73,17 +73,26 @@ def schema_problems(run):
         if "draft" not in run.models:
             out.append("missing /models/draft")
         r = run.rounds
-        if "source" in r and len(r["source"]):
+        has_source = "source" in r and len(r["source"]) > 0
+        # SD has no cache: every round is drafted by the primary (source 2), round 0 included.
+        # Source 0 (first round, no cache yet) exists only in SSD.
+        if run.mode == "sd" and has_source and np.any(r["source"] != SOURCE_PRIMARY):
+            out.append("/rounds/source is not 2 on every SD round (schema: 2 = primary draft, "
+                       f"every SD round); sources are {sorted(set(r['source'].tolist()))}")
+        if run.mode == "ssd" and has_source and "round" in r:
             first = r["round"] == 0
             if np.any(first) and not np.any(r["source"][first] == SOURCE_FIRST):
-                out.append("/rounds/source is never 0 on round 0 (schema: 0 = first round); "
-                           f"round-0 sources are {sorted(set(r['source'][first].tolist()))}")
-        if run.mode == "ssd" and "source" in r:
+                out.append("/rounds/source is never 0 on round 0 (schema: 0 = SSD's first "
+                           "round); round-0 sources are "
+                           f"{sorted(set(r['source'][first].tolist()))}")
+        if run.mode == "ssd" and "source" in r and "outcome_hit" in r:
             looked = r["outcome_hit"] >= 0
             n_backup = int(np.sum(looked & (r["source"] == SOURCE_BACKUP)))
-            if n_backup == 0 and "p_hit_backup" in run.summary:
-                out.append(f"/summary p_hit_backup = {run.summary['p_hit_backup']} with no "
-                           "backup-speculated lookups (undefined; NaN would be clearer)")
+            pb = run.summary.get("p_hit_backup")
+            # NaN is the schema's "undefined"; a number (0, -1, ...) here is a wrong encoding
+            if n_backup == 0 and pb is not None and not _is_nan(pb):
+                out.append(f"/summary p_hit_backup = {pb} with no backup-speculated lookups "
+                           "(undefined: the schema stores NaN)")
             hit_rows = r["source"] == SOURCE_HIT
             if np.any(r["fallback_time_s"][hit_rows] > 0):
                 out.append("/rounds/fallback_time_s is > 0 on some cache-hit rows (schema: 0 on "
@@ -91,6 +100,14 @@ def schema_problems(run):
     if "draft" in run.models and run.mode == "ar":
         out.append("AR run has /models/draft")
     return out
+
+
+def _is_nan(value):
+    """True for a float NaN (plain or numpy); False for anything else (lists, strings, ...)."""
+    try:
+        return math.isnan(value)
+    except TypeError:
+        return False
 
 
 def _close(a, b, rel=1e-6, abs_=1e-9):
@@ -109,7 +126,10 @@ def consistency_problems(run):
         if stored is None or recomputed is None:
             return
         if isinstance(recomputed, float) and math.isnan(recomputed):
-            out.append(f"{name} = {stored} although no rounds define it (NaN would be clearer)")
+            # no rounds define it: NaN (the schema's encoding) is right, anything else is not
+            if not _is_nan(stored):
+                out.append(f"{name} = {stored} although no rounds define it (the schema stores "
+                           "NaN)")
             return
         if isinstance(stored, (list, tuple, np.ndarray)):
             ok = len(stored) == len(recomputed) and all(
@@ -179,7 +199,8 @@ def consistency_problems(run):
     check("/summary e_miss", s.get("e_miss"), M.e_miss(acc, r["source"], r["round"]))
     # the C++ means are over /rounds rows (each row repeats its batch round's times)
     v = r["verify_time_s"].mean()
-    check("/summary t_p", s.get("t_p"), r["cache_build_time_s"][looked].mean() / v)
+    if np.any(looked):
+        check("/summary t_p", s.get("t_p"), r["cache_build_time_s"][looked].mean() / v)
     miss = (r["source"] != M.SOURCE_HIT) & (r["round"] > 0)
     if np.any(miss):
         check("/summary t_b", s.get("t_b"), r["fallback_time_s"][miss].mean() / v)

@@ -34,7 +34,10 @@ inline float lane(v8 a, int i) {
   return l[i];
 }
 #else
-// Portable fallback: the same 8-lane order with GCC vector extensions.
+// Portable fallback: the same 8-lane order with GCC vector extensions. These helpers are
+// internal and inlined, so GCC's note that 32-byte vectors pass differently without AVX
+// (-Wpsabi) concerns no ABI anyone links against.
+#pragma GCC diagnostic ignored "-Wpsabi"
 typedef float v8 __attribute__((vector_size(32)));
 inline v8 load8(const float* p) {
   v8 v;

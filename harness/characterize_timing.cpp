@@ -10,7 +10,7 @@
 namespace ssd {
 
 int element_bytes(const Backend& backend) {
-  return backend.name() == "cuda" ? 2 : 4;
+  return int(backend.element_bytes());
 }
 
 std::vector<float> random_floats(size_t count, uint64_t seed, int threads) {

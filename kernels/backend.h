@@ -48,6 +48,8 @@ class Backend {
   virtual std::string name() const = 0;         // "cpu", "cuda"
   virtual std::string device_name() const = 0;  // CPU model or GPU name
   virtual int threads() const = 0;
+  // Bytes one stored element takes (4 for fp32, 2 for bf16): what a weight read moves.
+  virtual size_t element_bytes() const { return sizeof(float); }
 
   // --- memory ---
   virtual Buffer alloc(size_t count) = 0;  // zero-initialised activation/cache memory

@@ -62,6 +62,7 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   std::string device_name() const override;  // e.g. "NVIDIA H100 80GB HBM3"
   int threads() const override { return threads_; }
+  size_t element_bytes() const override { return 2; }  // bf16
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "harness/characterize_parts.h"
+#include "ssd/fanout.h"
 
 namespace ssd {
 namespace {
@@ -14,18 +15,6 @@ const ForwardResult* find(const std::vector<ForwardResult>& all, const std::stri
   for (const ForwardResult& f : all)
     if (f.model == model && f.kind == kind) return &f;
   return nullptr;
-}
-
-// --budget auto's rule, as SaguaroDrafter::current_budget (ssd/saguaro_cache.cpp) applies it to
-// its online estimates: the largest per-sequence fan-out whose glue step and K branch steps of
-// `rows = batch * budget` rows, each taking a + b * rows, finish within 90% of the verification.
-// That function is a private member fed by the drafter's running state, so it cannot be called
-// from here; keep the two in step (ssd/ is outside this file's reach).
-int auto_budget(double window_s, double glue_s, double a, double b, int K, int batch) {
-  const double per_step = (0.9 * window_s - glue_s) / K;
-  if (per_step <= a) return 0;
-  const double branches = b > 0 ? (per_step - a) / b : 1e9;
-  return int(std::clamp(std::floor(branches / batch), 0.0, 1e9));
 }
 
 }  // namespace
@@ -66,7 +55,9 @@ VerificationWindow verification_window(const std::vector<ForwardResult>& forward
     w.step_b_s = sy / sx;
     w.step_a_s = 0.0;
   }
-  w.fanout_budget = auto_budget(w.verify_s, w.glue_s, w.step_a_s, w.step_b_s, K, batch);
+  // The same rule --budget auto applies during a run; no cache-capacity cap here.
+  w.fanout_budget =
+      window_fanout_budget(w.verify_s, w.glue_s, w.step_a_s, w.step_b_s, K, batch, 1 << 20);
   w.budget_rows = w.fanout_budget * batch;
   return w;
 }

@@ -212,4 +212,14 @@ double FanoutEstimator::power_law_r(double fallback) const {
   return std::clamp(-sxy / sxx, 1e-3, kMaxR);
 }
 
+int window_fanout_budget(double window_s, double glue_s, double step_a, double step_b, int K,
+                         int rows, int max_budget) {
+  if (K <= 0 || rows <= 0 || window_s <= 0) return 0;
+  const double per_step = (0.9 * window_s - glue_s) / K;
+  if (per_step <= step_a) return 0;
+  const double branches = step_b > 0 ? (per_step - step_a) / step_b : double(max_budget) * rows;
+  const double budget = std::floor(branches / rows);
+  return int(std::clamp(budget, 0.0, double(max_budget)));
+}
+
 }  // namespace ssd

@@ -37,6 +37,14 @@ std::vector<int> geometric_fanout(int K, int budget, double acceptance, double r
 std::vector<int> resolve_fanout(const FanoutSpec& spec, int K, int budget, double acceptance,
                                 double r);
 
+// --budget auto: the largest total fan-out per sequence B such that the glue step and K branch
+// steps, each over rows * B rows costing step_a + step_b * rows * B seconds, finish within 90%
+// of the verification window (the slack absorbs timing noise). 0 when even one branch row
+// does not fit; clamped to [0, max_budget]. Used by SaguaroDrafter on its online estimates and
+// by `ssd-bench characterize` on measured step times, so both report the same budget.
+int window_fanout_budget(double window_s, double glue_s, double step_a, double step_b, int K,
+                         int rows, int max_budget);
+
 // A.2's objective p_hit,p({F_k}) = a^K h(F_K) + sum_{k<K} a^k (1-a) h(F_k) with the shifted
 // power law h(F) = 1 - (F+1)^{-r} (see FanoutEstimator). For tests and reports.
 double expected_hit_rate(const std::vector<int>& shape, double acceptance, double r);

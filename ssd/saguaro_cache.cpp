@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "comm/clock.h"
+#include "ssd/fanout.h"
 #include "ssd/saguaro_drafter.h"
 #include "ssd/saguaro_sampling.h"
 
@@ -12,13 +13,8 @@ int SaguaroDrafter::current_budget(int rows) const {
   if (s_.budget > 0) return s_.budget;
   const int K = s_.lookahead;
   if (step_samples_ < 2 || window_s_ <= 0) return K + 1;  // one guess per position to start
-  // --budget auto: the largest total fan-out per sequence whose K branch steps (after the glue
-  // step) still finish inside the measured verification window, with 10% slack.
-  const double per_step = (0.9 * window_s_ - glue_s_) / K;
-  if (per_step <= step_a_) return 0;
-  const double branches = step_b_ > 0 ? (per_step - step_a_) / step_b_ : 1e9;
-  const int budget = int(std::floor(branches / rows));
-  return std::clamp(budget, 0, (capacity_ - scratch_begin_) / K);
+  return window_fanout_budget(window_s_, glue_s_, step_a_, step_b_, K, rows,
+                              (capacity_ - scratch_begin_) / K);
 }
 
 void SaguaroDrafter::glue(const std::vector<int>& rows) {

@@ -558,10 +558,12 @@ void CudaBackend::attention(Buffer& out, const Buffer& q, const Buffer& k_cache,
   if (layout.head_dim <= 0 || layout.head_dim > cuda_kernels::kMaxAttentionHeadDim)
     throw std::invalid_argument("CudaBackend::attention: head_dim must be in [1, " +
                                 std::to_string(cuda_kernels::kMaxAttentionHeadDim) + "]");
+  int longest = 0;
   for (int r = 0; r < mask.rows; ++r) {
     if (mask.seq[r] < 0 || mask.seq[r] >= layout.sequences || mask.prefix[r] < 0 ||
         mask.prefix[r] > layout.capacity || mask.extra_begin[r + 1] < mask.extra_begin[r])
       throw std::out_of_range("CudaBackend::attention: mask row outside the KV cache");
+    longest = std::max(longest, mask.prefix[r] + (mask.extra_begin[r + 1] - mask.extra_begin[r]));
     for (int e = mask.extra_begin[r]; e < mask.extra_begin[r + 1]; ++e)
       if (mask.extra_slots[e] < 0 || mask.extra_slots[e] >= layout.capacity)
         throw std::out_of_range("CudaBackend::attention: extra slot outside the KV cache");
@@ -575,8 +577,11 @@ void CudaBackend::attention(Buffer& out, const Buffer& q, const Buffer& k_cache,
   const int32_t* m = upload_mask(mask);
   const size_t rows = size_t(mask.rows);
   const cuda_kernels::DeviceMask dm{m, m + rows, m + 2 * rows, m + 3 * rows, m + 4 * rows + 1};
-  cuda_kernels::attention(data(out), data(q), data(k_cache), data(v_cache), dm, mask.rows, heads,
-                          layout.kv_heads, layout.head_dim, layout.capacity, stream_);
+  float* partials = state_->f32_scratch(
+      stream_, cuda_kernels::attention_partial_floats(mask.rows, heads, layout.head_dim, longest));
+  cuda_kernels::attention(data(out), partials, data(q), data(k_cache), data(v_cache), dm, mask.rows,
+                          heads, layout.kv_heads, layout.head_dim, layout.capacity, longest,
+                          stream_);
 }
 
 void CudaBackend::swiglu(Buffer& out, const Buffer& gate, const Buffer& up, size_t count) {

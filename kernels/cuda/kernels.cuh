@@ -74,9 +74,11 @@ struct DeviceMask {
 
 // out[r][h][:] = softmax(q[r][h] . K_visible / sqrt(head_dim)) V_visible over the slots row r
 // sees (prefix first, then its extra slots, in that order). head_dim <= kMaxAttentionHeadDim.
-void attention(bf16* out, const bf16* q, const bf16* k_cache, const bf16* v_cache,
+// Scratch the attention needs: fp32 partials for every (row, head, split of kSplit entries).
+size_t attention_partial_floats(int rows, int heads, int head_dim, int longest_list);
+void attention(bf16* out, float* partials, const bf16* q, const bf16* k_cache, const bf16* v_cache,
                const DeviceMask& mask, int rows, int heads, int kv_heads, int head_dim,
-               int capacity, cudaStream_t stream);
+               int capacity, int longest_list, cudaStream_t stream);
 
 // --- GEMM (matmul_kernel.cu) ---
 

@@ -1,33 +1,36 @@
-// One AR decode step (batch 1, one token) of synthetic models on the CPU backend, after a
-// 16-token prefill. The cache length is never committed, so every iteration rewrites slot 16
-// and sees the same 16-token context: the step does not get slower as the benchmark runs.
+// One AR decode step (batch 1, one token) of synthetic models, after a prefill of `context`
+// tokens. The cache length is never committed, so every iteration rewrites the slot after
+// the context and sees the same context: the step does not get slower as the benchmark runs.
 //
 // Counters: tok_s (steps per second) and weight_BW (bytes one decode step must read: every
-// fp32 weight except the unread rows of an untied embedding table, per second).
+// weight in the backend's format -- fp32 on cpu, bf16 on cuda -- except the unread rows of an
+// untied embedding table, per second). Compare weight_BW with the memory bandwidth that
+// `ssd-bench characterize` measures.
 //
 // Models: tiny-llama, llama-124m (0.5 GB fp32) and llama-3.2-1b (1.24B parameters, 4.9 GB
 // fp32). Synthetic weights are generated on first use of each model, which for llama-3.2-1b
 // takes tens of seconds (not timed); --benchmark_filter='tiny|124m' skips it.
+// SSD_BENCH_MODELS replaces the list (comma-separated presets, e.g. llama-3.1-8b on a GPU).
 //
+// Backend: SSD_BENCH_BACKEND=cpu (default), cuda or auto, as ssd-bench's --backend.
 // Threads: SSD_BENCH_THREADS, a comma-separated list (default 1), e.g. SSD_BENCH_THREADS=1,2.
 // Each thread count loads its own copy of the model (one model is held at a time).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/cpu_backend.h"
+#include "harness/backend_select.h"
 #include "model/model.h"
 #include "model/weights.h"
 
 namespace {
-
-constexpr int kPrefillTokens = 16;
 
 std::vector<int> bench_threads() {
   std::vector<int> threads;
@@ -39,19 +42,49 @@ std::vector<int> bench_threads() {
   return threads;
 }
 
-// Bytes one decode step reads: all weights but the embedding rows of other tokens (a tied
-// table is the LM head and is read whole).
-double decode_bytes(const ssd::ModelConfig& c) {
-  int64_t params = c.parameter_count();
-  if (!c.tie_word_embeddings) params -= int64_t(c.vocab_size - 1) * c.hidden_size;
-  return double(params) * sizeof(float);
+std::vector<std::string> bench_models() {
+  std::vector<std::string> models;
+  const char* env = std::getenv("SSD_BENCH_MODELS");
+  std::stringstream list(env ? env : "tiny-llama,llama-124m,llama-3.2-1b");
+  for (std::string item; std::getline(list, item, ',');)
+    if (!item.empty()) models.push_back(item);
+  return models;
 }
 
-// The loaded model, prefilled with 16 tokens; one at a time, replaced when another is asked for.
+// Context lengths (tokens in the KV cache) at which the step is timed: SSD_BENCH_CONTEXTS,
+// comma-separated (default 16). Longer contexts show what attention adds per step.
+std::vector<int> bench_contexts() {
+  std::vector<int> contexts;
+  const char* env = std::getenv("SSD_BENCH_CONTEXTS");
+  std::stringstream list(env ? env : "16");
+  for (std::string item; std::getline(list, item, ',');)
+    if (const int t = std::atoi(item.c_str()); t > 0) contexts.push_back(t);
+  if (contexts.empty()) contexts.push_back(16);
+  return contexts;
+}
+
+std::string bench_backend() {
+  const char* env = std::getenv("SSD_BENCH_BACKEND");
+  return env ? env : "cpu";
+}
+
+// Bytes one decode step reads: all weights but the embedding rows of other tokens (a tied
+// table is the LM head and is read whole), at the bytes per parameter the backend stores.
+double decode_bytes(const ssd::Model& m) {
+  const ssd::ModelConfig& c = m.config;
+  const double per_param = double(m.backend->element_bytes());
+  int64_t params = c.parameter_count();
+  if (!c.tie_word_embeddings) params -= int64_t(c.vocab_size - 1) * c.hidden_size;
+  return double(params) * per_param;
+}
+
+// The loaded model and its prefilled cache; one model at a time, replaced when another is asked
+// for; a new context length keeps the model and prefills a new cache.
 struct Loaded {
   std::string spec;
   int threads = 0;
-  std::unique_ptr<ssd::CpuBackend> backend;
+  int context = 0;
+  std::unique_ptr<ssd::Backend> backend;
   ssd::Model model;
   ssd::KVCache cache;
   ssd::Activations acts;
@@ -59,64 +92,88 @@ struct Loaded {
   int32_t next_token = 0;
 
   ~Loaded() { release(); }
-  void release() {
+  void release_cache() {
     if (!backend) return;
     ssd::release_activations(acts, *backend);
     ssd::release_kv_cache(cache, *backend);
+    context = 0;
+  }
+  void release() {
+    if (!backend) return;
+    release_cache();
     ssd::release_model(model);
     backend.reset();
   }
 };
 
-Loaded& load(const std::string& spec, int threads) {
+Loaded& load(const std::string& spec, int threads, int context) {
   static Loaded loaded;
-  if (loaded.backend && loaded.spec == spec && loaded.threads == threads) return loaded;
-  loaded.release();
-  std::unique_ptr<ssd::WeightSource> source = ssd::open_weight_source(spec, 0);
-  loaded.spec = spec;
-  loaded.threads = threads;
-  loaded.backend = std::make_unique<ssd::CpuBackend>(threads);
-  loaded.model = ssd::load_model(*source, *loaded.backend);
-  loaded.cache = ssd::create_kv_cache(loaded.model, 1, kPrefillTokens + 1);
+  if (loaded.backend && loaded.spec == spec && loaded.threads == threads) {
+    if (loaded.context == context) return loaded;
+    loaded.release_cache();
+  } else {
+    loaded.release();
+    std::unique_ptr<ssd::WeightSource> source = ssd::open_weight_source(spec, 0);
+    loaded.spec = spec;
+    loaded.threads = threads;
+    loaded.backend = ssd::make_backend(bench_backend(), threads, "invariant", "");
+    loaded.model = ssd::load_model(*source, *loaded.backend);
+  }
+  loaded.context = context;
+  loaded.cache = ssd::create_kv_cache(loaded.model, 1, context + 1);
   const int vocab = loaded.model.config.vocab_size;
-  std::vector<int32_t> prompt(kPrefillTokens);
-  for (int i = 0; i < kPrefillTokens; ++i) prompt[i] = int32_t((7919LL * i + 3) % vocab);
+  std::vector<int32_t> prompt(context);
+  for (int i = 0; i < context; ++i) prompt[i] = int32_t((7919LL * i + 3) % vocab);
   ssd::ForwardBatch prefill;
   prefill.add_causal(0, 0, prompt, ssd::ForwardBatch::Logits::Last);
   ssd::forward(loaded.model, loaded.cache, prefill, loaded.acts, loaded.logits);
-  loaded.cache.length[0] = kPrefillTokens;
+  loaded.cache.length[0] = context;
   loaded.next_token =
       int32_t(std::max_element(loaded.logits.begin(), loaded.logits.end()) - loaded.logits.begin());
   return loaded;
 }
 
 void bm_decode_step(benchmark::State& state, const std::string& spec) {
-  Loaded& m = load(spec, int(state.range(0)));
+  Loaded& m = load(spec, int(state.range(0)), int(state.range(1)));
   ssd::ForwardBatch batch;
   batch.add_causal(0, m.cache.length[0], {m.next_token}, ssd::ForwardBatch::Logits::Last);
   ssd::forward(m.model, m.cache, batch, m.acts, m.logits);  // warm-up
   for (auto _ : state) {
+    // forward() returns the logits on the host, so each step is complete when it returns.
     ssd::forward(m.model, m.cache, batch, m.acts, m.logits);
     benchmark::DoNotOptimize(m.logits.data());
   }
   const double steps = double(state.iterations());
   state.counters["tok_s"] = benchmark::Counter(steps, benchmark::Counter::kIsRate);
   state.counters["weight_BW"] =
-      benchmark::Counter(decode_bytes(m.model.config) * steps, benchmark::Counter::kIsRate,
+      benchmark::Counter(decode_bytes(m.model) * steps, benchmark::Counter::kIsRate,
                          benchmark::Counter::OneK::kIs1000);
-  state.SetLabel(spec);
+  state.SetLabel(spec + " on " + m.backend->device_name());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::vector<int> threads = bench_threads();
-  for (const char* preset : {"tiny-llama", "llama-124m", "llama-3.2-1b"}) {
-    const std::string spec = std::string("synthetic:") + preset;
-    auto* b = benchmark::RegisterBenchmark((std::string("decode_step/") + preset).c_str(),
-                                           bm_decode_step, spec);
-    b->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
-    for (int t : threads) b->Arg(t);
+  const std::vector<int> contexts = bench_contexts();
+  if (const int longest = *std::max_element(contexts.begin(), contexts.end()); longest > 1 << 16) {
+    std::fprintf(stderr, "bench_decode: SSD_BENCH_CONTEXTS: %d tokens is more than 65536\n",
+                 longest);
+    return 1;
+  }
+  try {
+    (void)ssd::make_backend(bench_backend(), threads[0], "invariant", "");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_decode: SSD_BENCH_BACKEND=%s: %s\n", bench_backend().c_str(),
+                 e.what());
+    return 1;
+  }
+  for (const std::string& preset : bench_models()) {
+    const std::string spec = "synthetic:" + preset;
+    auto* b = benchmark::RegisterBenchmark(("decode_step/" + preset).c_str(), bm_decode_step, spec);
+    b->ArgNames({"threads", "context"})->Unit(benchmark::kMillisecond)->UseRealTime();
+    for (int t : threads)
+      for (int c : contexts) b->Args({t, c});
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

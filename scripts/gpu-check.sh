@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The GPU acceptance check, for a node with an NVIDIA GPU and a CUDA build of ssd-bench:
+#   scripts/gpu-check.sh BUILD_DIR OUT_DIR [STEPS]
+# STEPS (default "tests sanitize bench") is any of:
+#   tests     the gpu-labelled GoogleTests and tests/py_test_gpu_decode.py (greedy SD/SSD == AR)
+#   sanitize  compute-sanitizer memcheck over the CUDA kernel and model tests
+#   bench     bench_decode on the GPU (tok/s, weight bandwidth), characterize, and AR/SD/SSD
+#             runs of llama-3.2-1b / llama-3.1-8b shaped synthetic models
+# Logs and result files go to OUT_DIR; a summary is printed last. A step that fails is
+# reported and the others still run; the exit status is non-zero if any failed.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$(cd "$1" && pwd)"
+out="$2"
+steps="${3:-tests sanitize bench}"
+mkdir -p "$out"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
+python="${SSD_PYTHON:-python3}"
+bench="$build/ssd-bench"
+failed=()
+summary=()
+
+step() {  # step NAME TIMEOUT_S COMMAND... ; log in $out/NAME.log
+  local name="$1" limit="$2"
+  shift 2
+  local t0=$SECONDS
+  echo "=== $name: $*"
+  timeout "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  tail -n 25 "$out/$name.log"
+  summary+=("$(printf '%-28s rc=%-4s %5ss' "$name" "$rc" "$((SECONDS - t0))")")
+  [ "$rc" -eq 0 ] || failed+=("$name")
+}
+
+nvidia-smi --query-gpu=name,pci.bus_id,driver_version,memory.total,clocks.max.sm,clocks.max.memory \
+  --format=csv | tee "$out/gpu.txt"
+
+if [[ " $steps " == *" tests "* ]]; then
+  step gtest_gpu 600 "$build/tests/test_cuda_backend" --gtest_brief=1
+  step py_test_gpu_decode 600 "$python" "$root/tests/py_test_gpu_decode.py" --ssd-bench "$bench" \
+    --work "$out/gpu_decode.work" --mpiexec mpirun
+fi
+
+if [[ " $steps " == *" sanitize "* ]]; then
+  # The kernel and model tests; the larger cuBLAS and batch-invariance sweeps are left out to
+  # keep the (50x slower) instrumented run short.
+  step memcheck 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$build/tests/test_cuda_backend" --gtest_brief=1 \
+    --gtest_filter='CudaOps.*:CudaSampling.*:CudaModel.LlamaLogitsMatchCpu:CudaModel.Qwen3LogitsMatchCpu:CudaModel.LlamaBranchesBitExact'
+fi
+
+
+if [[ " $steps " == *" bench "* ]]; then
+  step bench_decode 600 env SSD_BENCH_BACKEND=cuda SSD_BENCH_MODELS=llama-3.2-1b,llama-3.1-8b SSD_BENCH_CONTEXTS=16,512 \
+    "$build/bench/bench_decode" --benchmark_min_time=1
+  # HBM bandwidth, cuBLAS GEMM throughput at both models' shapes, forward-pass kinds and the
+  # verification window, on the GPU (NCCL all-reduce figures need a TP group of >= 2 GPUs).
+  step characterize 600 "$bench" characterize --backend cuda --target synthetic:llama-3.1-8b \
+    --draft synthetic:llama-3.2-1b --out "$out/characterize.h5"
+  common=(--backend cuda --num-prompts 4 --prompt-len 64 -n 128 --ignore-eos --reps 3 --warmup 1)
+  step ar_1b 300 "$bench" "${common[@]}" --target synthetic:llama-3.2-1b --out "$out/ar_1b.h5"
+  step ar_8b 300 "$bench" "${common[@]}" --target synthetic:llama-3.1-8b --out "$out/ar_8b.h5"
+  # An 8B target with a 1B draft (the same vocabulary); the synthetic weights share nothing, so
+  # acceptance comes from the outcome model (alpha 0.8) while every forward pass stays real.
+  sd=(--target synthetic:llama-3.1-8b --draft synthetic:llama-3.2-1b --outcomes synthetic:alpha=0.8,r=0.7)
+  step sd_8b_1b 300 "$bench" "${common[@]}" "${sd[@]}" --mode sd -k 4 --draft-placement collocated \
+    --out "$out/sd_8b_1b.h5"
+  step ssd_8b_1b 300 mpirun -np 2 --bind-to none "$bench" "${common[@]}" "${sd[@]}" --mode ssd -k 4 \
+    --out "$out/ssd_8b_1b.h5"
+fi
+
+echo "=== summary"
+printf '%s\n' "${summary[@]}"
+for f in "$out"/ar_*.log "$out"/sd_*.log "$out"/ssd_*.log; do
+  [ -f "$f" ] && grep -H "Avg decode throughput" "$f"
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "gpu-check: failed: ${failed[*]}"
+  exit 1
+fi
+echo "gpu-check: all steps passed"

@@ -160,6 +160,7 @@ def fig_pareto(runs, out_dir):
 FANOUTS = np.arange(1, 65)
 MAX_SERIES = 6
 MIN_RANKS = 10     # fewer looked-up outcomes than this make no curve
+MIN_FIT_POINTS = 2  # fan-outs with 0 < miss < 1 needed for a power-law fit
 
 
 def fig_fanout(runs, out_dir):
@@ -184,31 +185,43 @@ def fig_fanout(runs, out_dir):
               ("backup", "after a backup speculation: 1 - p_hit,b(F)"),
               ("all", "all rounds: 1 - p_hit(F)")]
     fig, axes = plt.subplots(1, 3, figsize=(13.0, 4.6), sharey=True)
-    lows = []
+    lows, sizes = [], []
     for ax, (kind, title) in zip(axes, panels):
-        drawn = 0
+        drawn = positive = 0
         for i, (key, pool) in enumerate(pools.items()):
             ranks = np.concatenate(pool[kind])
             if ranks.size < MIN_RANKS:
                 continue
             miss = M.miss_rate_curve(ranks, FANOUTS)
-            r = M.fit_power_law(FANOUTS, miss, counts=np.full(FANOUTS.shape, ranks.size))
+            ok = miss > 0          # the log axis shows only fan-outs with some miss
+            usable = int(np.sum(ok & (miss < 1)))
+            r = M.fit_power_law(FANOUTS, miss, counts=np.full(FANOUTS.shape, ranks.size)) \
+                if usable >= MIN_FIT_POINTS else math.nan
             color = PALETTE[i % len(PALETTE)]
-            ok = miss > 0
             target, draft, temp, c, syn = key
             name = f"{target}/{short(draft)} T={temp:g}" + (f" C={c:g}" if c != 1 else "") + \
                 (" synth." if syn else "")
-            fit = f"r={r:.2f}" if math.isfinite(r) else "no fit"
+            if not np.any(ok):
+                fit = "no misses at any fan-out"
+            elif math.isfinite(r):
+                fit = f"r={r:.2f}"
+            else:
+                fit = f"no fit (< {MIN_FIT_POINTS} fan-outs with 0 < miss < 1)"
             ax.plot(FANOUTS[ok], miss[ok], "o-", ms=3, linewidth=0.6, color=color,
                     label=f"{name}: {fit} (n={ranks.size})")
-            if math.isfinite(r) and np.any(ok):
+            if np.any(ok):
+                lows.append(miss[ok].min())
+                positive += 1
+            if math.isfinite(r):
                 f = FANOUTS[: int(np.nonzero(ok)[0].max()) + 1]   # over the observed range
                 ax.plot(f, (f + 1.0) ** -r, "--", color=color, linewidth=1)
-                lows.append(miss[ok].min())
+            sizes.append(ranks.size)
             drawn += 1
         if not drawn:
             ax.text(0.5, 0.5, f"fewer than {MIN_RANKS} rounds of this kind", ha="center",
                     transform=ax.transAxes)
+        elif not positive:
+            ax.text(0.5, 0.5, "no misses at any fan-out", ha="center", transform=ax.transAxes)
         ax.set_xscale("log")
         ax.set_xlim(0.8, 80)
         ax.set_yscale("log")
@@ -217,8 +230,12 @@ def fig_fanout(runs, out_dir):
         if drawn:
             ax.legend(fontsize=7, loc="lower left")
     axes[0].set_ylabel("cache-miss rate  P(rank > F)")
+    # explicit limits: a log axis with no positive data (no misses anywhere) cannot autoscale;
+    # without any miss, down to half the smallest rate the largest sample could show
     if lows:
         axes[0].set_ylim(min(lows) / 2, 1.2)
+    else:
+        axes[0].set_ylim(0.5 / max(sizes, default=MIN_RANKS), 1.2)
     fig.suptitle("Cache misses fall as a power law in fan-out (Fig. 3); dashed: (F+1)^-r fits")
     return fig
 

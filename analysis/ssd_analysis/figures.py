@@ -93,7 +93,7 @@ def fig_speedup(runs, out_dir):
     ax.set_xticks(range(len(groups)), [group_title(k) for k, _ in groups], fontsize=8)
     ax.set_xlim(-0.6, len(groups) - 0.4)
     ax.set_ylabel("decode speedup over AR (tok/s ratio)")
-    ax.set_title("Decoding speed relative to AR (Fig. 7 left); error bars: rep std")
+    ax.set_title("Decoding speed relative to AR (Fig. 7 left)\nerror bars: std over repetitions")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 

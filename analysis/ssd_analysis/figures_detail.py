@@ -279,7 +279,9 @@ def fig_roofline(runs, out_dir):
     ax.set_xlabel(f"arithmetic intensity (FLOP / weight byte) = 2 rows P / {eb:g} P  "
                   f"({weights} weights)")
     ax.set_ylabel("GFLOP/s")
-    ax.set_title(f"Roofline of {char.attrs.get('host', '?')} ({char.attrs.get('threads', '?')} "
-                 f"threads); hollow: attainable, filled: achieved", fontsize=9)
+    threads = char.attrs.get("threads", "?")
+    plural = "" if str(threads) == "1" else "s"
+    ax.set_title(f"Roofline of {char.attrs.get('host', '?')} ({threads} thread{plural}); "
+                 f"hollow: attainable, filled: achieved", fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig

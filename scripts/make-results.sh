@@ -6,7 +6,8 @@
 # Installs dependencies, builds Release (build/release), runs `ssd-bench characterize` and
 # each sweep (sweeps/SWEEP.toml), then `ssd-analyze` on each sweep's runs:
 #   results/SWEEP/runs/*.h5, index.json   every run of the sweep (small HDF5 files)
-#   results/characterize.{h5,txt}         memory bandwidth, GEMM throughput, AR decode bound
+#   results/characterize.{h5,txt}         memory bandwidth, GEMM throughput, draft<->target link,
+#                                         AR decode bound, verification window
 #   results/summary.txt                   one row per run, per sweep
 #   results/validate.txt                  predicted vs measured speedup over AR (Theorem 7,
 #                                         Corollaries 16 and 9, Eq. (1)); every SD/SSD run
@@ -18,9 +19,9 @@
 # Each sweep is analysed on its own: figures and validate never mix runs of different sweeps.
 # With SWEEP names only those sweeps are re-run, and the tables and figures cover only them.
 #
-# Time on a quiet 2-core machine: the six sweeps are 44 short runs, ~2 minutes; characterize
-# ~10 s; the analysis under a minute. About 3 minutes once dependencies are installed and
-# build/release is built; the Release build from scratch adds ~4 minutes.
+# Time on a quiet 2-core machine: the six sweeps are 44 short runs, ~2.5 minutes; characterize
+# ~15 s; the analysis under a minute. About 3 minutes once dependencies are installed and
+# build/release is built; the Release build from scratch adds ~2 minutes.
 #
 # Exit status: nonzero when a run fails, a sweep's figure is not drawn, or validate finds an
 # SD/SSD run without an AR baseline (or an unreadable file). Checks outside validate's
@@ -43,8 +44,13 @@ tmp="$(mktemp)"
 trap 'rm -f "$tmp"' EXIT
 
 echo "== ssd-bench characterize"
-./build/release/ssd-bench characterize --threads 1 --out results/characterize.h5 --overwrite \
-  | tee results/characterize.txt
+# The SSD layout of the llama-124m sweeps: target on rank 0, llama-12m draft on rank 1, so the
+# file also holds the draft<->target link, the draft's step times and the verification window.
+root_flag=()
+[ "$(id -u)" -eq 0 ] && root_flag=(--allow-run-as-root)
+mpirun "${root_flag[@]}" --oversubscribe -np 2 ./build/release/ssd-bench characterize --threads 1 \
+  --target synthetic:llama-124m --draft synthetic:llama-12m --out results/characterize.h5 \
+  --overwrite | tee results/characterize.txt
 
 for name in "${sweeps[@]}"; do
   echo "== sweep $name"

@@ -36,7 +36,8 @@ nvidia-smi --query-gpu=name,pci.bus_id,driver_version,memory.total,clocks.max.sm
   --format=csv | tee "$out/gpu.txt"
 
 if [[ " $steps " == *" tests "* ]]; then
-  step gtest_gpu 600 "$build/tests/test_cuda_backend" --gtest_brief=1
+  step gtest_cuda_ops 600 "$build/tests/test_cuda_ops" --gtest_brief=1
+  step gtest_cuda_model 600 "$build/tests/test_cuda_model" --gtest_brief=1
   step py_test_gpu_decode 600 "$python" "$root/tests/py_test_gpu_decode.py" --ssd-bench "$bench" \
     --work "$out/gpu_decode.work" --mpiexec mpirun
 fi
@@ -44,9 +45,11 @@ fi
 if [[ " $steps " == *" sanitize "* ]]; then
   # The kernel and model tests; the larger cuBLAS and batch-invariance sweeps are left out to
   # keep the (50x slower) instrumented run short.
-  step memcheck 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
-    "$build/tests/test_cuda_backend" --gtest_brief=1 \
-    --gtest_filter='CudaOps.*:CudaSampling.*:CudaModel.LlamaLogitsMatchCpu:CudaModel.Qwen3LogitsMatchCpu:CudaModel.LlamaBranchesBitExact'
+  step memcheck_ops 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$build/tests/test_cuda_ops" --gtest_brief=1
+  step memcheck_model 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$build/tests/test_cuda_model" --gtest_brief=1 \
+    --gtest_filter='CudaModel.LlamaLogitsMatchCpu:CudaModel.Qwen3LogitsMatchCpu:CudaModel.LlamaBranchesBitExact'
 fi
 
 

@@ -1,0 +1,368 @@
+// The CUDA backend on whole models (label `gpu`): logits against the fp32 CPU backend (the
+// tolerances are explained at the top of test_cuda_ops.cpp), the bit-exact properties greedy SD
+// relies on (branch masks equal separate branches, batch invariance of forward()), backend
+// selection with and without a GPU, and NCCL tensor parallelism over two GPUs. Compiled only in
+// CUDA builds; without a GPU every test but the no-GPU path skips, printing why.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "harness/backend_select.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_device.h"
+#include "kernels/cuda/sampling_kernels.h"
+#include "model/errors.h"
+#include "model/model.h"
+#include "model/weights.h"
+#if defined(SSD_HAVE_NCCL)
+#include "comm/nccl_all_reduce.h"
+#endif
+
+#include "tests/cuda_test_support.h"
+
+namespace ssd {
+namespace {
+
+using namespace cuda_test;
+
+// --- whole models ---
+
+struct Loaded {
+  std::unique_ptr<WeightSource> source;
+  std::unique_ptr<Backend> backend;
+  Model model;
+  Loaded(const std::string& preset, std::unique_ptr<Backend> be)
+      : source(open_weight_source("synthetic:" + preset, 5)),
+        backend(std::move(be)),
+        model(load_model(*source, *backend)) {}
+  ~Loaded() { release_model(model); }
+  int vocab() const { return model.config.vocab_size; }
+};
+
+std::unique_ptr<Backend> cuda(CudaGemm gemm = CudaGemm::Auto) {
+  return std::make_unique<CudaBackend>(0, 1, gemm);
+}
+
+struct Session {
+  Loaded& m;
+  KVCache cache;
+  Activations acts;
+  Session(Loaded& loaded, int sequences, int capacity)
+      : m(loaded), cache(create_kv_cache(loaded.model, sequences, capacity)) {}
+  ~Session() {
+    release_activations(acts, *m.backend);
+    release_kv_cache(cache, *m.backend);
+  }
+  std::vector<float> run(const ForwardBatch& batch) {
+    std::vector<float> logits;
+    forward(m.model, cache, batch, acts, logits);
+    return logits;
+  }
+  std::vector<float> append(int s, const Tokens& tokens) {
+    ForwardBatch b;
+    b.add_causal(s, cache.length[s], tokens, Logits::Last);
+    std::vector<float> logits = run(b);
+    cache.length[s] += int(tokens.size());
+    return logits;
+  }
+};
+
+std::vector<float> row_of(const std::vector<float>& logits, int row, int vocab) {
+  return {logits.begin() + size_t(row) * vocab, logits.begin() + size_t(row + 1) * vocab};
+}
+
+const Tokens kPrefix = {1, 17, 200, 3, 45, 99, 250};
+
+class CudaModel : public GpuTest {};
+
+// Prefill then decode steps: CUDA logits within bf16 tolerance of the fp32 CPU logits.
+void check_logits_vs_cpu(const std::string& preset, int invariant_max_rows) {
+  auto backend = std::make_unique<CudaBackend>(0);
+  backend->set_invariant_max_rows(invariant_max_rows);
+  Loaded g(preset, std::move(backend));
+  Loaded c(preset, std::make_unique<CpuBackend>(2));
+  Session sg(g, 1, 64), sc(c, 1, 64);
+  const std::string what =
+      preset + " (invariant up to " + std::to_string(invariant_max_rows) + " rows)";
+  expect_logits_close(sg.append(0, kPrefix), sc.append(0, kPrefix), what + " prefill");
+  for (int32_t token : {5, 250, 7, 7, 130, 2, 99})
+    expect_logits_close(sg.append(0, {token}), sc.append(0, {token}),
+                        what + " decode token " + std::to_string(token));
+  // A 4-token verification-style append.
+  ForwardBatch b;
+  b.add_causal(0, sg.cache.length[0], {11, 12, 13, 14}, Logits::All);
+  expect_logits_close(sg.run(b), sc.run(b), what + " 4-token append");
+}
+
+TEST_F(CudaModel, LlamaLogitsMatchCpu) {
+  check_logits_vs_cpu("tiny-llama", CudaBackend::kDefaultInvariantMaxRows);
+}
+TEST_F(CudaModel, Qwen3LogitsMatchCpu) {
+  check_logits_vs_cpu("tiny-qwen3", CudaBackend::kDefaultInvariantMaxRows);
+}
+TEST_F(CudaModel, OtherShapesLogitsMatchCpu) {
+  check_logits_vs_cpu("tiny-llama-other", CudaBackend::kDefaultInvariantMaxRows);
+  check_logits_vs_cpu("tiny-llama-tied", CudaBackend::kDefaultInvariantMaxRows);
+}
+TEST_F(CudaModel, CublasPrefillLogitsMatchCpu) {
+  // Threshold 1: the 7-token prefill and the 4-token append go through cuBLAS.
+  check_logits_vs_cpu("tiny-llama", 1);
+  check_logits_vs_cpu("tiny-qwen3", 1);
+}
+
+// SSD branch decoding on the GPU: the branch rows of one masked call (or of stepwise calls)
+// equal each branch decoded causally on its own, bit for bit (as tests/test_forward.cpp checks
+// on the CPU).
+void check_branches(const std::string& preset, bool one_call) {
+  const std::vector<Tokens> branches = {{11}, {12, 40}, {13, 41, 90}, {13, 77, 5}};
+  const Tokens other = {8, 9, 10, 11, 12};
+  constexpr int kDepthMax = 3;
+  Loaded m(preset, cuda());
+  const int vocab = m.vocab(), P = int(kPrefix.size());
+  const int capacity = P + int(branches.size()) * kDepthMax + 4;
+  const auto slot = [&](size_t b, int d) { return P + int(b) * kDepthMax + d; };
+
+  Session tree(m, 2, capacity);
+  ForwardBatch prefill;
+  prefill.add_causal(0, 0, other, Logits::None);
+  prefill.add_causal(1, 0, kPrefix, Logits::Last);
+  tree.run(prefill);
+  tree.cache.length = {int(other.size()), P};
+
+  std::vector<std::vector<std::vector<float>>> got(branches.size());
+  const auto add_row = [&](ForwardBatch& batch, size_t b, int d) {
+    Tokens extra;
+    for (int e = 0; e <= d; ++e) extra.push_back(slot(b, e));
+    batch.add_token(1, branches[b][size_t(d)], P + d, slot(b, d), P, extra, true);
+  };
+  if (one_call) {
+    ForwardBatch batch;
+    std::vector<std::pair<size_t, int>> order;
+    for (int d = kDepthMax - 1; d >= 0; --d)
+      for (size_t b = 0; b < branches.size(); ++b)
+        if (d < int(branches[b].size())) {
+          add_row(batch, b, d);
+          order.emplace_back(b, d);
+        }
+    const std::vector<float> logits = tree.run(batch);
+    for (auto& b : got) b.resize(kDepthMax);
+    for (size_t i = 0; i < order.size(); ++i)
+      got[order[i].first][size_t(order[i].second)] = row_of(logits, int(i), vocab);
+  } else {
+    for (int d = 0; d < kDepthMax; ++d) {
+      ForwardBatch batch;
+      std::vector<size_t> which;
+      for (size_t b = 0; b < branches.size(); ++b)
+        if (d < int(branches[b].size())) {
+          add_row(batch, b, d);
+          which.push_back(b);
+        }
+      const std::vector<float> logits = tree.run(batch);
+      for (size_t i = 0; i < which.size(); ++i)
+        got[which[i]].push_back(row_of(logits, int(i), vocab));
+    }
+  }
+  for (size_t b = 0; b < branches.size(); ++b) {
+    Session alone(m, 1, capacity);
+    alone.append(0, kPrefix);
+    for (size_t d = 0; d < branches[b].size(); ++d)
+      expect_bitwise_equal(got[b][d], alone.append(0, {branches[b][d]}),
+                           preset + " branch " + std::to_string(b) + " depth " + std::to_string(d) +
+                               (one_call ? " (one call)" : " (stepwise)"));
+  }
+  // Accept branch 2 by moving its K/V into the committed region, then keep decoding.
+  const size_t accepted = 2;
+  const int n = int(branches[accepted].size());
+  for (size_t l = 0; l < tree.cache.k.size(); ++l)
+    m.backend->kv_move(tree.cache.k[l], tree.cache.v[l], tree.cache.layout, 1, slot(accepted, 0), 1,
+                       P, n);
+  tree.cache.length[1] = P + n;
+  Session causal(m, 1, capacity);
+  causal.append(0, kPrefix);
+  causal.append(0, branches[accepted]);
+  for (int32_t token : {60, 61})
+    expect_bitwise_equal(tree.append(1, {token}), causal.append(0, {token}),
+                         preset + " after accepting a branch, token " + std::to_string(token));
+}
+
+TEST_F(CudaModel, LlamaBranchesBitExact) {
+  check_branches("tiny-llama", true);
+  check_branches("tiny-llama", false);
+}
+TEST_F(CudaModel, Qwen3BranchesBitExact) {
+  check_branches("tiny-qwen3", true);
+  check_branches("tiny-qwen3", false);
+}
+
+// A sequence decoded alone equals the same sequence in a batch of three, and a K+1-token
+// verification equals K+1 one-token decodes, bit for bit.
+void check_batch_invariance(const std::string& preset) {
+  Loaded m(preset, cuda());
+  const int vocab = m.vocab();
+  const std::vector<Tokens> prompts = {{4, 5, 6}, {1, 17, 200, 3, 45, 99, 250, 31, 2}, {77}};
+  const std::vector<Tokens> steps = {{20, 21, 22}, {30, 31, 32}, {40, 41, 42}, {50, 51, 52}};
+  Session batched(m, 3, 32);
+  ForwardBatch prefill;
+  for (int s = 0; s < 3; ++s) prefill.add_causal(s, 0, prompts[size_t(s)], Logits::Last);
+  const std::vector<float> prefill_logits = batched.run(prefill);
+  for (int s = 0; s < 3; ++s) batched.cache.length[size_t(s)] = int(prompts[size_t(s)].size());
+  for (int s = 0; s < 3; ++s) {
+    Session alone(m, 1, 32);
+    expect_bitwise_equal(row_of(prefill_logits, s, vocab), alone.append(0, prompts[size_t(s)]),
+                         preset + " prefill of sequence " + std::to_string(s));
+  }
+  Session alone(m, 1, 32);
+  alone.append(0, prompts[1]);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    ForwardBatch step;
+    for (int s = 0; s < 3; ++s)
+      step.add_causal(s, batched.cache.length[size_t(s)], {steps[i][size_t(s)]}, Logits::Last);
+    const std::vector<float> logits = batched.run(step);
+    for (int s = 0; s < 3; ++s) batched.cache.length[size_t(s)] += 1;
+    expect_bitwise_equal(row_of(logits, 1, vocab), alone.append(0, {steps[i][1]}),
+                         preset + " decode step " + std::to_string(i));
+  }
+
+  const Tokens draft = {5, 250, 7, 7, 130};
+  Session verify(m, 1, 32), ar(m, 1, 32);
+  verify.append(0, kPrefix);
+  ar.append(0, kPrefix);
+  ForwardBatch batch;
+  batch.add_causal(0, verify.cache.length[0], draft, Logits::All);
+  const std::vector<float> logits = verify.run(batch);
+  for (size_t i = 0; i < draft.size(); ++i)
+    expect_bitwise_equal(row_of(logits, int(i), vocab), ar.append(0, {draft[i]}),
+                         preset + " verify position " + std::to_string(i));
+}
+
+TEST_F(CudaModel, LlamaBatchInvariant) {
+  check_batch_invariance("tiny-llama");
+}
+TEST_F(CudaModel, Qwen3BatchInvariant) {
+  check_batch_invariance("tiny-qwen3");
+}
+
+// --- backend selection ---
+
+class CudaBackendSelect : public GpuTest {};
+
+TEST_F(CudaBackendSelect, CudaAndAutoPickTheGpu) {
+  auto be = make_backend("cuda", 1, "invariant", "");
+  EXPECT_EQ(be->name(), "cuda");
+  EXPECT_EQ(make_backend("auto", 1, "invariant", "")->name(), "cuda");
+  EXPECT_EQ(make_backend("cuda", 1, "cublas", "0")->name(), "cuda");
+  EXPECT_EQ(make_backend("cpu", 1, "invariant", "")->name(), "cpu");
+  const std::string description = backend_device_description(*be);
+  EXPECT_NE(description.find("PCI"), std::string::npos) << description;
+  std::printf("[ info ] %s\n", description.c_str());
+  for (const auto& [key, value] : backend_versions(*be))
+    std::printf("[ info ] %s = %s\n", key.c_str(), value.c_str());
+  EXPECT_GE(backend_versions(*be).size(), 3u);
+  EXPECT_THROW(make_backend("cuda", 1, "openblas", ""), InputError);
+  EXPECT_THROW(make_backend("cuda", 1, "invariant", "99"), InputError);
+  EXPECT_THROW(make_backend("cuda", 1, "invariant", "0,x"), InputError);
+  EXPECT_THROW(make_backend("gpu", 1, "invariant", ""), InputError);
+}
+
+// Runs without a GPU too (the CPU-only CI): the no-driver path must answer, not crash.
+TEST(CudaBackendSelectWithoutGpu, CudaIsAnInputErrorAndAutoFallsBack) {
+  if (no_gpu_reason().empty()) GTEST_SKIP() << "a GPU is visible; this checks the no-GPU path";
+  try {
+    make_backend("cuda", 1, "invariant", "");
+    ADD_FAILURE() << "make_backend(cuda) without a GPU did not throw";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--backend cuda: no usable GPU on"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(make_backend("auto", 1, "invariant", "")->name(), "cpu");
+}
+
+// --- tensor parallelism over NCCL ---
+
+class CudaTensorParallel : public GpuTest {};
+
+TEST_F(CudaTensorParallel, TwoGpusMatchOneAndStayBatchInvariant) {
+#if !defined(SSD_HAVE_NCCL)
+  GTEST_SKIP() << "built without NCCL";
+#else
+  const int gpus = cuda_device_count();
+  if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs, " << gpus << " visible";
+  const std::string preset = "tiny-llama";
+  CudaBackend b0(0), b1(1);
+  auto comms = NcclComm::create_local({&b0, &b1});
+  NcclAllReduce ar0(std::move(comms[0])), ar1(std::move(comms[1]));
+  auto s0 = open_weight_source("synthetic:" + preset, 5);
+  auto s1 = open_weight_source("synthetic:" + preset, 5);
+  Model m0 = load_model(*s0, b0, Shard{0, 2}, &ar0);
+  Model m1 = load_model(*s1, b1, Shard{1, 2}, &ar1);
+  KVCache c0 = create_kv_cache(m0, 1, 32), c1 = create_kv_cache(m1, 1, 32);
+  Activations a0, a1;
+  // Both ranks run the same batch at once (each all-reduce needs both).
+  const auto both = [&](const ForwardBatch& batch, std::vector<float>& l0, std::vector<float>& l1) {
+    std::exception_ptr error;
+    std::thread rank1([&] {
+      try {
+        forward(m1, c1, batch, a1, l1);
+      } catch (...) {
+        error = std::current_exception();
+      }
+    });
+    forward(m0, c0, batch, a0, l0);
+    rank1.join();
+    if (error) std::rethrow_exception(error);
+  };
+  Loaded single(preset, cuda());
+  Session one(single, 1, 32);
+
+  std::vector<float> l0, l1;
+  ForwardBatch prefill;
+  prefill.add_causal(0, 0, kPrefix, Logits::Last);
+  both(prefill, l0, l1);
+  c0.length[0] = c1.length[0] = int(kPrefix.size());
+  expect_bitwise_equal(l1, l0, "rank 1 == rank 0 (prefill)");
+  // Partial sums added in another order than one GPU's GEMM: close, not equal.
+  expect_logits_close(l0, one.append(0, kPrefix), "TP=2 vs one GPU (prefill)");
+
+  // Verification of 5 tokens == 5 one-token decodes, bit for bit, across the all-reduce.
+  const Tokens draft = {5, 250, 7, 7, 130};
+  ForwardBatch verify;
+  verify.add_causal(0, c0.length[0], draft, Logits::All);
+  std::vector<float> v0, v1;
+  both(verify, v0, v1);
+  expect_bitwise_equal(v1, v0, "rank 1 == rank 0 (verify)");
+  for (size_t i = 0; i < draft.size(); ++i) {
+    ForwardBatch step;
+    step.add_causal(0, c0.length[0], {draft[i]}, Logits::Last);
+    both(step, l0, l1);
+    c0.length[0] += 1;
+    c1.length[0] += 1;
+    expect_bitwise_equal(row_of(v0, int(i), single.vocab()), l0,
+                         "TP=2 verify position " + std::to_string(i));
+  }
+  EXPECT_GT(ar0.stats().calls, 0);
+  release_activations(a0, b0);
+  release_activations(a1, b1);
+  release_kv_cache(c0, b0);
+  release_kv_cache(c1, b1);
+  release_model(m0);
+  release_model(m1);
+#endif
+}
+
+}  // namespace
+}  // namespace ssd

@@ -32,35 +32,38 @@
 
 namespace {
 
-std::vector<int> bench_threads() {
-  std::vector<int> threads;
-  const char* env = std::getenv("SSD_BENCH_THREADS");
-  std::stringstream list(env ? env : "1");
+// The comma-separated items of environment variable `name`, or of `fallback` when it is unset.
+std::vector<std::string> env_list(const char* name, const char* fallback) {
+  const char* env = std::getenv(name);
+  std::stringstream list(env ? env : fallback);
+  std::vector<std::string> items;
   for (std::string item; std::getline(list, item, ',');)
-    if (const int t = std::atoi(item.c_str()); t > 0) threads.push_back(t);
-  if (threads.empty()) threads.push_back(1);
-  return threads;
+    if (!item.empty()) items.push_back(item);
+  return items;
+}
+
+// The positive integers of env_list(name, ...); `fallback` alone when it holds none.
+std::vector<int> env_positive_ints(const char* name, int fallback) {
+  std::vector<int> values;
+  for (const std::string& item : env_list(name, ""))
+    if (const int v = std::atoi(item.c_str()); v > 0) values.push_back(v);
+  if (values.empty()) values.push_back(fallback);
+  return values;
+}
+
+// Threads per backend: SSD_BENCH_THREADS (default 1).
+std::vector<int> bench_threads() {
+  return env_positive_ints("SSD_BENCH_THREADS", 1);
 }
 
 std::vector<std::string> bench_models() {
-  std::vector<std::string> models;
-  const char* env = std::getenv("SSD_BENCH_MODELS");
-  std::stringstream list(env ? env : "tiny-llama,llama-124m,llama-3.2-1b");
-  for (std::string item; std::getline(list, item, ',');)
-    if (!item.empty()) models.push_back(item);
-  return models;
+  return env_list("SSD_BENCH_MODELS", "tiny-llama,llama-124m,llama-3.2-1b");
 }
 
 // Context lengths (tokens in the KV cache) at which the step is timed: SSD_BENCH_CONTEXTS,
 // comma-separated (default 16). Longer contexts show what attention adds per step.
 std::vector<int> bench_contexts() {
-  std::vector<int> contexts;
-  const char* env = std::getenv("SSD_BENCH_CONTEXTS");
-  std::stringstream list(env ? env : "16");
-  for (std::string item; std::getline(list, item, ',');)
-    if (const int t = std::atoi(item.c_str()); t > 0) contexts.push_back(t);
-  if (contexts.empty()) contexts.push_back(16);
-  return contexts;
+  return env_positive_ints("SSD_BENCH_CONTEXTS", 16);
 }
 
 std::string bench_backend() {

@@ -54,7 +54,7 @@ std::vector<CommResult> measure_all_reduce(Backend& backend, AllReduce& all_redu
                                            int64_t max_bytes, double min_time) {
   int n = 1;
   MPI_Comm_size(group, &n);
-  const int elem = element_bytes(backend);
+  const int elem = int(backend.element_bytes());
   const size_t max_count = size_t(std::max<int64_t>(1, max_bytes / elem));
   Buffer buffer = backend.alloc(max_count);  // zeros stay zeros under repeated sums
   std::vector<CommResult> rows;

@@ -63,7 +63,7 @@ std::vector<GemmResult> measure_gemms(Backend& backend, const std::string& model
                                       const std::vector<GemmRows>& rows, double min_time,
                                       int threads) {
   std::vector<GemmResult> table;
-  const int elem = element_bytes(backend);
+  const int elem = int(backend.element_bytes());
   int max_rows = 1;
   for (const GemmRows& r : rows) max_rows = std::max(max_rows, r.rows);
   for (size_t si = 0; si < shapes.size(); ++si) {

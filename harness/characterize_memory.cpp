@@ -13,7 +13,7 @@ namespace ssd {
 
 MemoryResult measure_copy_bandwidth(Backend& backend, int64_t bytes, double min_time) {
   MemoryResult r;
-  r.element_bytes = element_bytes(backend);
+  r.element_bytes = int64_t(backend.element_bytes());
   const size_t count = size_t(bytes / 2 / r.element_bytes);
   r.buffer_bytes = int64_t(count) * r.element_bytes;
   Buffer src = backend.alloc(count), dst = backend.alloc(count);

@@ -28,11 +28,6 @@ namespace ssd {
 
 // ---- measurement primitives (characterize_timing.cpp) ----
 
-// Bytes per element of `backend`'s buffers. The Backend interface leaves the element type to
-// the backend (kernels/backend.h: fp32 on cpu, bf16 on cuda) and has no accessor for it, so it
-// is looked up by backend name here, in one place.
-int element_bytes(const Backend& backend);
-
 // Uniform values in [-0.05, 0.05), never all zero (a zero weight could take a fast path), filled
 // in parallel with `threads` threads; seeded, so every run measures the same numbers.
 std::vector<float> random_floats(size_t count, uint64_t seed, int threads);

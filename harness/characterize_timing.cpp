@@ -1,4 +1,4 @@
-// Measurement primitives of `ssd-bench characterize`: element size, random data, and timing a
+// Measurement primitives of `ssd-bench characterize`: random data, and timing a
 // call on a backend.
 #include <mpi.h>
 
@@ -8,10 +8,6 @@
 #include "harness/characterize_parts.h"
 
 namespace ssd {
-
-int element_bytes(const Backend& backend) {
-  return int(backend.element_bytes());
-}
 
 std::vector<float> random_floats(size_t count, uint64_t seed, int threads) {
   std::vector<float> v(count);

@@ -40,6 +40,11 @@ constexpr int kDimsPerThread = kMaxAttentionHeadDim / kThreads;
 static_assert(kSplit <= kThreads, "one thread writes each split entry's slot");
 static_assert(kMaxAttentionHeadDim % kThreads == 0, "whole dims per thread");
 
+// Splits the longest list needs (at least one, so the grid is never empty).
+int split_count(int longest_list) {
+  return std::max(1, (longest_list + kSplit - 1) / kSplit);
+}
+
 __device__ __forceinline__ int list_length(const DeviceMask& mask, int row) {
   return mask.prefix[row] + (mask.extra_begin[row + 1] - mask.extra_begin[row]);
 }
@@ -178,7 +183,7 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 size_t attention_partial_floats(int rows, int heads, int head_dim, int longest_list) {
-  const int splits = std::max(1, (longest_list + kSplit - 1) / kSplit);
+  const int splits = split_count(longest_list);
   return size_t(rows) * size_t(heads) * size_t(splits) * size_t(head_dim + 2);
 }
 
@@ -186,7 +191,7 @@ void attention(bf16* out, float* partials, const bf16* q, const bf16* k_cache, c
                const DeviceMask& mask, int rows, int heads, int kv_heads, int head_dim,
                int capacity, int longest_list, cudaStream_t stream) {
   if (rows <= 0 || heads <= 0) return;
-  const int splits = std::max(1, (longest_list + kSplit - 1) / kSplit);
+  const int splits = split_count(longest_list);
   const unsigned row_heads = unsigned(size_t(rows) * size_t(heads));
   // The scale as the CPU backend forms it: 1 / sqrt(float(head_dim)).
   const float scale = 1.0f / std::sqrt(float(head_dim));

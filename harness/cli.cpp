@@ -108,8 +108,11 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
       ->check(CLI::IsMember({"random", "ngram"}))
       ->capture_default_str();
   app.add_option("--outcomes", c.outcomes,
-                 "real, or synthetic:alpha=A,r=R: forward passes stay real, verification "
-                 "outcomes are drawn (acceptance A per token, bonus rank power law R)")
+                 "real, or synthetic:alpha=A,r=R[,alpha_b=AB,r_b=RB]: forward passes stay "
+                 "real, verification outcomes are drawn per speculation source (acceptance A "
+                 "per token, bonus rank law P(rank > F) = (F+1)^-R; after a backup round AB and "
+                 "RB: a random token is accepted with probability ~1/vocab, so AB defaults to 0 "
+                 "for --backup random and must be given for ngram; RB defaults to R)")
       ->group(decoding)
       ->capture_default_str();
   const std::string ranks = "Ranks";

@@ -83,13 +83,13 @@ OutcomeModel outcome_model(const RunConfig& c) {
   if (c.outcomes == "real") return m;
   const std::string prefix = "synthetic:";
   const std::string expected =
-      "--outcomes: expected real or synthetic:alpha=A,r=R with A in [0, 1] "
-      "and R > 0, got '" +
+      "--outcomes: expected real or synthetic:alpha=A,r=R[,alpha_b=AB,r_b=RB] with A, AB in "
+      "[0, 1] and R, RB > 0, got '" +
       c.outcomes + "'";
   if (c.outcomes.rfind(prefix, 0) != 0) throw InputError(expected);
   if (c.mode == "ar") throw InputError("--outcomes: synthetic outcomes need --mode sd or ssd");
   m.synthetic = true;
-  bool have_alpha = false, have_r = false;
+  bool have_alpha = false, have_r = false, have_alpha_b = false, have_r_b = false;
   std::string rest = c.outcomes.substr(prefix.size());
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
@@ -101,17 +101,33 @@ OutcomeModel outcome_model(const RunConfig& c) {
     char* end = nullptr;
     const double v = std::strtod(value.c_str(), &end);
     if (value.empty() || *end != '\0') throw InputError(expected);
-    if (key == "alpha" && v >= 0 && v <= 1) {
+    const bool probability = v >= 0 && v <= 1, exponent = v > 0 && std::isfinite(v);
+    if (key == "alpha" && probability && !have_alpha) {
       m.alpha = v;
       have_alpha = true;
-    } else if (key == "r" && v > 0) {
+    } else if (key == "r" && exponent && !have_r) {
       m.r = v;
       have_r = true;
+    } else if (key == "alpha_b" && probability && !have_alpha_b) {
+      m.alpha_backup = v;
+      have_alpha_b = true;
+    } else if (key == "r_b" && exponent && !have_r_b) {
+      m.r_backup = v;
+      have_r_b = true;
     } else {
       throw InputError(expected);
     }
   }
   if (!have_alpha || !have_r) throw InputError(expected);
+  if (!have_r_b) m.r_backup = m.r;
+  // A uniformly random token matches the target's choice with probability ~1/vocab: the
+  // random backup's acceptance is 0 unless the user says otherwise. An n-gram backup's depends
+  // on how repetitive the text is, which nothing here can know.
+  const bool backup_can_draft = c.mode == "ssd" && c.fallback != "primary";
+  if (backup_can_draft && c.backup == "ngram" && !have_alpha_b)
+    throw InputError(
+        "--outcomes: with --backup ngram, synthetic outcomes need alpha_b=AB (the n-gram "
+        "backup's acceptance rate), e.g. synthetic:alpha=0.8,r=0.5,alpha_b=0.3");
   return m;
 }
 

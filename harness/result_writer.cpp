@@ -220,6 +220,7 @@ void write_result_file(const std::string& path, bool overwrite,
   file.set_attr("/summary", "ms_per_token_std", summary.ms_per_token.stddev);
   file.set_attr("/summary", "reps", int64_t(summary.reps));
   file.set_attr("/summary", "generated_tokens_per_rep", summary.generated_tokens);
+  file.set_attr("/summary", "clock_span_s", records.clock_span_s);
   file.set_attr("/summary", "tokens_identical_across_reps",
                 int64_t(!summary.tokens_check_applies          ? -1
                         : summary.tokens_identical_across_reps ? 1

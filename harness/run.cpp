@@ -114,6 +114,7 @@ RunRecords run_repetitions(const RunConfig& c, const Prompts& prompts, ModelGrou
     else if (generated != records.generated)
       identical = false;
   }
+  records.clock_span_s = global_now() - clock_zero;
   return records;
 }
 

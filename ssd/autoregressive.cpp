@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "comm/clock.h"
 #include "ssd/sampling.h"
 
 namespace ssd {
@@ -59,21 +60,23 @@ RepTotals run_autoregressive(ModelGroup& target, const std::vector<std::vector<i
       return sample_token(row_logits, vocab, s.temperature, u);
     };
 
-    // Prefill: every prompt of the group in one forward, logits of each last token.
-    const double prefill_start = now_seconds();
+    // Prefill: every prompt of the group in one forward, logits of each last token. Times
+    // come from global_now(), the clock `clock_zero` was read from, like SD's records (one
+    // clock for every record, on every rank).
+    const double prefill_start = global_now();
     ForwardBatch prefill;
     for (int row = 0; row < rows; ++row) {
       length[row] = 0;
       prefill.add_causal(row, 0, prompts[first + row], ForwardBatch::Logits::Last);
     }
-    const double forward_start = now_seconds();
+    const double forward_start = global_now();
     target.forward(prefill, logits);
-    const double forward_s = now_seconds() - forward_start;
+    const double forward_s = global_now() - forward_start;
     for (int row = 0; row < rows; ++row) {
       length[row] = int(prompts[first + row].size());
       emit(row, draw(row, logits.data() + size_t(row) * vocab));
     }
-    const double prefill_s = now_seconds() - prefill_start;
+    const double prefill_s = global_now() - prefill_start;
     totals.prefill_s += prefill_s;
     totals.prefill_tokens += prefill.rows();
     if (steps)
@@ -87,19 +90,19 @@ RepTotals run_autoregressive(ModelGroup& target, const std::vector<std::vector<i
       for (int row = 0; row < rows; ++row)
         if (!done[row]) active.push_back(row);
       if (active.empty()) break;
-      const double step_start = now_seconds();
+      const double step_start = global_now();
       ForwardBatch batch_step;
       for (int row : active)
         batch_step.add_causal(row, length[row], {last[row]}, ForwardBatch::Logits::All);
-      const double fwd_start = now_seconds();
+      const double fwd_start = global_now();
       target.forward(batch_step, logits);
-      const double fwd_s = now_seconds() - fwd_start;
+      const double fwd_s = global_now() - fwd_start;
       for (size_t i = 0; i < active.size(); ++i) {
         const int row = active[i];
         length[row] += 1;
         emit(row, draw(row, logits.data() + i * vocab));
       }
-      const double step_s = now_seconds() - step_start;
+      const double step_s = global_now() - step_start;
       totals.decode_s += step_s;
       totals.decode_tokens += int64_t(active.size());
       totals.decode_steps += 1;

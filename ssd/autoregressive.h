@@ -20,13 +20,14 @@ struct DecodeSettings {
   std::function<void(int64_t)> on_tokens;
 };
 
-// Monotonic seconds; all records of one run share this clock.
+// Monotonic seconds on this process's clock, for durations only (progress lines, load times).
+// Records take their times from global_now() (comm/clock.h), the clock of `clock_zero`.
 double now_seconds();
 
 // Generates up to max_new_tokens for every prompt, batch_size prompts at a time: one prefill
 // forward per batch group, then one-token decode steps until every row hit EOS or the limit.
 // Appends the step records to `records` (when rep >= 0) and returns the rep's totals and the
-// tokens generated per prompt. `clock_zero` is the run's time origin.
+// tokens generated per prompt. `clock_zero` is the run's time origin, read from global_now().
 RepTotals run_autoregressive(ModelGroup& target, const std::vector<std::vector<int32_t>>& prompts,
                              const DecodeSettings& settings, int rep, double clock_zero,
                              std::vector<StepRecord>* steps,

@@ -85,6 +85,9 @@ struct RunRecords {
   std::vector<RepTotals> reps;
   // Tokens generated per sequence by the first recorded repetition, without the prompt.
   std::vector<std::vector<int32_t>> generated;
+  // Seconds from the run's clock zero to the end of the last recorded repetition: every
+  // record's timestamp lies in [0, clock_span_s].
+  double clock_span_s = 0.0;
 };
 
 }  // namespace ssd

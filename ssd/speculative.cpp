@@ -21,13 +21,19 @@ struct RowState {
   int pending_index = -1;  // its place in the generated tokens, -1 when none is pending
 };
 
-// Draws a synthetic outcome (see OutcomeModel): k accepted, and the bonus as a rank.
-Verdict draw_synthetic(const OutcomeModel& m, int K, UniformStream& u, int& rank) {
+// Draws a synthetic outcome (see OutcomeModel) for a speculation from `source`: k accepted,
+// and the bonus as a rank. The backup's law applies only to the backup's own speculations: a
+// cache hit or a just-in-time draft was drafted by the primary, whatever came before.
+Verdict draw_synthetic(const OutcomeModel& m, SpeculationSource source, int K, UniformStream& u,
+                       int& rank) {
+  const bool backup = source == SpeculationSource::Backup;
+  const double alpha = backup ? m.alpha_backup : m.alpha;
+  const double r = backup ? m.r_backup : m.r;
   Verdict v;
-  while (v.accepted < K && u.next() < m.alpha) ++v.accepted;
+  while (v.accepted < K && u.next() < alpha) ++v.accepted;
   // P(rank >= j) = j^(-r) for j >= 1, so rank = floor(U^(-1/r)) with U uniform on (0, 1].
   const double U = 1.0 - u.next();
-  rank = int(std::min(1e9, std::floor(std::pow(U, -1.0 / m.r))));
+  rank = int(std::min(1e9, std::floor(std::pow(U, -1.0 / r))));
   v.bonus = -1;
   return v;
 }
@@ -175,7 +181,7 @@ RepTotals run_speculative(ModelGroup& target, DraftEndpoint& draft,
         Verdict v;
         int rank = 0;
         if (settings.outcomes.synthetic) {
-          v = draw_synthetic(settings.outcomes, K, row.uniforms, rank);
+          v = draw_synthetic(settings.outcomes, sp.source, K, row.uniforms, rank);
         } else if (s.temperature == 0.0) {
           v = verify_greedy(l, sp.tokens.data(), K, vocab);
         } else {

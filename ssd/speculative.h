@@ -11,15 +11,22 @@
 
 namespace ssd {
 
-// --outcomes synthetic:alpha=A,r=R (the CMU proposal's synthetic acceptance): every forward
-// pass stays real, only the verification outcome is drawn: each draft token is accepted with
-// probability A until the first rejection, and the bonus token is the draft's rank-j
-// candidate at position k with P(rank > F) = (F+1)^(-R) (the paper's power law, shifted so
-// that an empty cache always misses).
+// --outcomes synthetic:alpha=A,r=R[,alpha_b=AB,r_b=RB] (the CMU proposal's synthetic
+// acceptance): every forward pass stays real, only the verification outcome is drawn, per the
+// source of the speculation being verified. A speculation drafted by the primary (first round,
+// cache hit, just-in-time fallback) has each token accepted with probability A until the first
+// rejection, and its bonus token is the draft's rank-j candidate at position k with
+// P(rank > F) = (F+1)^(-R) (the paper's power law, Definition 11, shifted so that an empty
+// cache always misses; see ssd/fanout.h). A backup speculation (SSD's fallback) uses AB and RB
+// instead: a uniformly random token is accepted with probability about 1/vocab, so AB = 0 for
+// --backup random unless given; an n-gram backup's acceptance depends on the text and must be
+// given. RB defaults to R.
 struct OutcomeModel {
   bool synthetic = false;
   double alpha = 0.8;
   double r = 1.0;
+  double alpha_backup = 0.0;
+  double r_backup = 1.0;
 };
 
 struct SpeculativeSettings {

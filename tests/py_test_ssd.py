@@ -8,9 +8,10 @@
 2. Sampled SSD is lossless: at temperature 1 the distribution of the first generated tokens
    (and of later ones, which come from cache hits and fallbacks) matches AR's, by a chi-square
    homogeneity test over many sequences of one prompt; the test tells temperature 1 from 0.7.
-3. Synthetic outcomes (--outcomes synthetic:alpha=A,r=R) are faithful: the acceptance rate,
-   per-position acceptance and cache hit rate match the model they are drawn from, and every
-   looked-up outcome's hit is exactly 1 <= bonus_rank <= F_k.
+3. Synthetic outcomes (--outcomes synthetic:alpha=A,r=R[,alpha_b=AB,r_b=RB]) are faithful
+   per speculation source: the acceptance rate, per-position acceptance and cache hit rate of
+   primary-drafted rounds match A and R, those of backup rounds AB (0 for random tokens) and
+   RB, and every looked-up outcome's hit is exactly 1 <= bonus_rank <= F_k.
 4. The /rounds records and the /summary SSD attributes agree with each other and with the
    algorithm (sources, fallbacks, fan-out budgets).
 5. Bad SSD flags get one "ssd-bench: error:" line naming the flag, and exit status 2."""
@@ -375,15 +376,18 @@ class SampledLossless(unittest.TestCase):
 
 
 class SyntheticOutcomes(unittest.TestCase):
-    """--outcomes synthetic:alpha=A,r=R: the drawn outcomes follow the model, and the cache
-    hits exactly the outcomes whose bonus ranks within the fan-out."""
+    """--outcomes synthetic:alpha=A,r=R[,alpha_b=AB,r_b=RB]: the drawn outcomes follow the
+    model of the speculation's source (the primary's A, R; the backup's AB, RB, AB = 0 for a
+    random backup), and the cache hits exactly the outcomes whose bonus ranks within F."""
     K = 3
     PROMPTS = 12
-    CASES = {  # name: (mode, A, R, F, fallback)
-        "ssd_a06_r07_f3": ("ssd", 0.6, 0.7, 3, "primary"),
-        "ssd_a08_r12_f1": ("ssd", 0.8, 1.2, 1, "backup"),
-        "sd_a06_r07": ("sd", 0.6, 0.7, None, None),
-        "sd_a08_r12": ("sd", 0.8, 1.2, None, None),
+    # name: (mode, A, R, F, fallback, backup, AB or None for the default, RB or None)
+    CASES = {
+        "ssd_a06_r07_f3": ("ssd", 0.6, 0.7, 3, "primary", "random", None, None),
+        "ssd_a08_r12_f1": ("ssd", 0.8, 1.2, 1, "backup", "random", None, None),
+        "ssd_a07_r09_f2_ngram": ("ssd", 0.7, 0.9, 2, "backup", "ngram", 0.4, 0.5),
+        "sd_a06_r07": ("sd", 0.6, 0.7, None, None, None, None, None),
+        "sd_a08_r12": ("sd", 0.8, 1.2, None, None, None, None, None),
     }
 
     @classmethod
@@ -394,10 +398,13 @@ class SyntheticOutcomes(unittest.TestCase):
                   str(cls.K), "--num-prompts", str(cls.PROMPTS), "--batch-size", "6",
                   "--prompt-len", "6", "--max-new-tokens", "160", "--seed", "5", *COMMON]
         jobs = {}
-        for name, (mode, a, r, f, fallback) in cls.CASES.items():
-            flags = [*common, "--mode", mode, "--outcomes", f"synthetic:alpha={a},r={r}"]
+        for name, (mode, a, r, f, fallback, backup, ab, rb) in cls.CASES.items():
+            spec = f"synthetic:alpha={a},r={r}"
+            spec += f",alpha_b={ab}" if ab is not None else ""
+            spec += f",r_b={rb}" if rb is not None else ""
+            flags = [*common, "--mode", mode, "--outcomes", spec]
             if mode == "ssd":
-                flags += ["--fanout", f"uniform:{f}", "--fallback", fallback]
+                flags += ["--fanout", f"uniform:{f}", "--fallback", fallback, "--backup", backup]
             jobs[f"synthetic/{name}"] = (2, flags)
         cls.results = run_all(jobs)
 
@@ -412,10 +419,25 @@ class SyntheticOutcomes(unittest.TestCase):
                         f"{np.argwhere(tokens < 0)[:5].tolist()}")
         return path
 
-    def check_acceptance(self, name, a, r_, s):
+    def check_summary(self, name, rounds, s):
+        """The /summary acceptance attributes are those of the /rounds records."""
+        K, accepted = self.K, rounds["accepted"]
+        self.assertAlmostEqual(float(s["acceptance_rate"]), accepted.mean() / K, places=12,
+                               msg=name)
+        per_position = np.array([(accepted >= i).mean() for i in range(1, K + 1)])
+        np.testing.assert_allclose(s["per_position_acceptance"], per_position, rtol=0,
+                                   atol=1e-12, err_msg=name)
+
+    def check_acceptance(self, name, a, accepted, least=300):
+        """k of these rounds follows the capped geometric law of acceptance a."""
         K = self.K
-        accepted = r_["accepted"]
         n = len(accepted)
+        self.assertGreater(n, least, name)
+        if a == 0:
+            self.assertTrue((accepted == 0).all(), f"{name}: a = 0 but k = "
+                            f"{sorted(set(accepted.tolist()))}")
+            print(f"\n  {name}: {n} rounds, all k = 0 (model a = 0)", end="", flush=True)
+            return
         # P(k >= i) = A^i; E[k] = sum_i A^i.
         p_ge = np.array([a ** i for i in range(1, K + 1)])
         p_k = np.array([a ** j * (1 - a) for j in range(K)] + [a ** K])
@@ -424,62 +446,62 @@ class SyntheticOutcomes(unittest.TestCase):
         rate = accepted.mean() / K
         print(f"\n  {name}: {n} rounds, acceptance {rate:.4f} (model {mean_k / K:.4f} +- "
               f"{sd_k / math.sqrt(n) / K:.4f})", end="", flush=True)
-        self.assertGreater(n, 600, name)
-        self.assertAlmostEqual(float(s["acceptance_rate"]), rate, places=12, msg=name)
         self.assertLess(abs(rate - mean_k / K), 4 * sd_k / math.sqrt(n) / K, name)
         per_position = np.array([(accepted >= i).mean() for i in range(1, K + 1)])
-        np.testing.assert_allclose(s["per_position_acceptance"], per_position, rtol=0,
-                                   atol=1e-12, err_msg=name)
         se = np.sqrt(p_ge * (1 - p_ge) / n)
         print(f"; per position {np.round(per_position, 4).tolist()} (model "
               f"{np.round(p_ge, 4).tolist()})", end="", flush=True)
         self.assertTrue((np.abs(per_position - p_ge) < 4 * se).all(), name)
 
+    def check_ranks(self, name, rounds, mask, f, r):
+        """Cache hits and bonus ranks of the looked-up rounds in `mask` follow
+        P(rank > F) = (F+1)^-r."""
+        hit = rounds["outcome_hit"]
+        looked = mask & (hit >= 0)
+        n = int(looked.sum())
+        p = 1 - (f + 1) ** (-r)
+        measured = hit[looked].mean()
+        se = math.sqrt(p * (1 - p) / n)
+        print(f"; p_hit {measured:.4f} over {n} lookups (model {p:.4f} +- {se:.4f})",
+              end="", flush=True)
+        self.assertLess(abs(measured - p), 4 * se, name)
+        rank = rounds["bonus_rank"][looked]
+        for j in (2, 4, 16):
+            q = j ** (-r)
+            got = ((rank >= j) | (rank == 0)).mean()
+            self.assertLess(abs(got - q), 4 * math.sqrt(q * (1 - q) / n),
+                            f"{name}: P(rank >= {j}) = {got:.4f}, model {q:.4f}")
+
     def test_ssd(self):
-        for name, (mode, a, r, f, fallback) in self.CASES.items():
+        for name, (mode, a, r, f, fallback, backup, ab, rb) in self.CASES.items():
             if mode != "ssd":
                 continue
             with self.subTest(name=name):
                 path = self.load(name)
                 rounds, s = check_ssd_records(self, name, path, fallback)
-                self.check_acceptance(name, a, rounds, s)
-                hit = rounds["outcome_hit"]
-                looked = hit >= 0
+                self.check_summary(name, rounds, s)
+                looked = rounds["outcome_hit"] >= 0
                 self.assertTrue((rounds["fanout"][looked] == f).all(), name)
-                n = int(looked.sum())
-                p = 1 - (f + 1) ** (-r)
-                measured = hit[looked].mean()
-                se = math.sqrt(p * (1 - p) / n)
-                print(f"; p_hit {measured:.4f} over {n} lookups (model {p:.4f} +- {se:.4f})",
-                      end="", flush=True)
-                self.assertLess(abs(measured - p), 4 * se, name)
-                # The rank power law itself: P(rank >= j) = j^-R within the examined list.
-                rank = rounds["bonus_rank"][looked]
-                for j in (2, 4, 16):
-                    q = j ** (-r)
-                    got = ((rank >= j) | (rank == 0)).mean()
-                    self.assertLess(abs(got - q), 4 * math.sqrt(q * (1 - q) / n),
-                                    f"{name}: P(rank >= {j}) = {got:.4f}, model {q:.4f}")
+                from_backup = rounds["source"] == BACKUP
+                # Rounds the primary drafted (first, cache hit, just in time) follow A and R.
+                self.check_acceptance(f"{name} primary-drafted", a, rounds["accepted"][~from_backup])
+                self.check_ranks(name, rounds, ~from_backup, f, r)
+                if fallback == "primary":
+                    self.assertFalse(from_backup.any(), name)
+                    continue
+                # Backup rounds follow AB (0 for random tokens: ~1/vocab) and RB (default R).
+                self.check_acceptance(f"{name} backup-drafted", 0.0 if ab is None else ab,
+                                      rounds["accepted"][from_backup], least=100)
+                self.check_ranks(name, rounds, from_backup, f, r if rb is None else rb)
 
     def test_sd(self):
-        for name, (mode, a, r, f, fallback) in self.CASES.items():
+        for name, (mode, a, r, f, fallback, backup, ab, rb) in self.CASES.items():
             if mode != "sd":
                 continue
             with self.subTest(name=name):
                 rounds, s, _ = read_rounds(self.load(name))
-                self.check_acceptance(name, a, rounds, s)
-                self.assertTrue((rounds["outcome_hit"] == -1).all(), name)
-
-    def test_sd_and_ssd_draw_the_same_outcomes(self):
-        # The outcome is drawn from each sequence's acceptance stream on the target, whatever
-        # the draft does, so SD and SSD with one seed draw the same k sequence.
-        sd, _, _ = read_rounds(self.load("sd_a06_r07"))
-        ssd, _, _ = read_rounds(self.load("ssd_a06_r07_f3"))
-        for rounds in (sd, ssd):
-            order = np.lexsort((rounds["round"], rounds["sequence"]))
-            rounds["sorted_accepted"] = rounds["accepted"][order]
-        np.testing.assert_array_equal(sd["sorted_accepted"], ssd["sorted_accepted"])
-
+                self.check_summary(name, rounds, s)
+                self.check_acceptance(name, a, rounds["accepted"], least=600)
 
 class Records(unittest.TestCase):
     """Fan-out budgets and fallback sources in the records, with real outcomes."""
@@ -546,6 +568,10 @@ class Errors(unittest.TestCase):
                 (["--outcomes", "synthetic:alpha=2,r=1"], "--outcomes"),
                 (["--outcomes", "synthetic:alpha=0.5"], "--outcomes"),
                 (["--outcomes", "synthetic:alpha=0.5,r=0"], "--outcomes"),
+                (["--outcomes", "synthetic:alpha=0.5,r=1,alpha_b=1.5"], "--outcomes"),
+                (["--outcomes", "synthetic:alpha=0.5,r=1,alpha=0.6"], "--outcomes"),
+                (["--outcomes", "synthetic:alpha=0.5,r=1", "--backup", "ngram",
+                  "--fallback", "auto"], "alpha_b"),
                 (["--fallback", "sometimes"], "--fallback"),
                 (["--backup", "oracle"], "--backup")):
             with self.subTest(flags=flags):

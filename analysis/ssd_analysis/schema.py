@@ -25,7 +25,7 @@ ROUND_COLUMNS = ["rep", "group", "round", "row", "sequence", "drafted", "accepte
                  "message_bytes"]
 SUMMARY_ATTRS = ["decode_tokens_per_s", "decode_tokens_per_s_std", "prefill_tokens_per_s",
                  "prefill_tokens_per_s_std", "ms_per_token_mean", "ms_per_token_std", "reps",
-                 "generated_tokens_per_rep", "tokens_identical_across_reps"]
+                 "generated_tokens_per_rep", "tokens_identical_across_reps", "clock_span_s"]
 SPEC_SUMMARY_ATTRS = ["rounds", "drafted_tokens", "accepted_tokens", "mean_acceptance_length",
                       "acceptance_rate", "per_position_acceptance",
                       "acceptance_length_histogram", "t_sd", "draft_time_s", "verify_time_s"]
@@ -99,6 +99,29 @@ def schema_problems(run):
                            "a hit); it is the batch round's fallback time")
     if "draft" in run.models and run.mode == "ar":
         out.append("AR run has /models/draft")
+    out += _clock_problems(run)
+    return out
+
+
+# Timestamp columns, all in seconds since the run's clock zero (docs/hdf5-schema.md).
+TIME_COLUMNS = {"steps": ("start_s",),
+                "rounds": ("start_s", "end_s", "draft_start_s", "draft_end_s")}
+
+
+def _clock_problems(run):
+    """Every timestamp lies in [0, /summary clock_span_s] (1 ms of slack for the cross-rank
+    clock offset estimate)."""
+    span = run.summary.get("clock_span_s")
+    if span is None:
+        return []
+    out = []
+    for name, columns in TIME_COLUMNS.items():
+        table = getattr(run, name)
+        for c in columns:
+            t = np.asarray(table.get(c, []), dtype=float)
+            if t.size and (t.min() < -1e-3 or t.max() > float(span) + 1e-3):
+                out.append(f"/{name}/{c} spans [{t.min():.3f}, {t.max():.3f}] s, outside the "
+                           f"run's clock [0, {float(span):.3f}] s")
     return out
 
 

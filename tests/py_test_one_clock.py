@@ -1,0 +1,77 @@
+#!/usr/bin/python3
+"""One clock for every record: each timestamp that AR, SD and SSD runs write (/steps start_s,
+/rounds start_s, end_s, draft_start_s, draft_end_s) is in seconds since the run's clock zero and
+lies in [0, /summary clock_span_s], on every rank. (AR once wrote steady_clock minus the MPI
+clock, so its file started at ~1000 s while SD's started at ~2 s.)"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import h5py
+import numpy as np
+
+ARGS = None
+COMMON = ["--target", "synthetic:tiny-llama", "--num-prompts", "2", "--prompt-len", "5",
+          "--max-new-tokens", "16", "--warmup", "1", "--reps", "2", "--threads", "1",
+          "--ignore-eos", "-k", "3"]
+RUNS = {  # name: (ranks, flags)
+    "ar": (1, ["--mode", "ar"]),
+    "sd": (2, ["--mode", "sd", "--draft", "perturb:0.1"]),
+    "sd_collocated": (1, ["--mode", "sd", "--draft", "perturb:0.1"]),
+    "ssd": (2, ["--mode", "ssd", "--draft", "perturb:0.1", "--fanout", "uniform:2"]),
+}
+TIME_COLUMNS = {"steps": ["start_s"], "rounds": ["start_s", "end_s", "draft_start_s",
+                                                 "draft_end_s"]}
+
+
+def launch(ranks, flags):
+    with tempfile.TemporaryDirectory(prefix="ompi-") as session:
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   OMPI_MCA_orte_tmpdir_base=session)
+        cmd = [ARGS.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(ranks),
+               ARGS.ssd_bench, *flags]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+
+
+class OneClock(unittest.TestCase):
+    def test_every_timestamp_is_within_the_run(self):
+        shutil.rmtree(ARGS.work, ignore_errors=True)
+        os.makedirs(ARGS.work)
+        for name, (ranks, flags) in RUNS.items():
+            with self.subTest(run=name):
+                path = os.path.join(ARGS.work, name + ".h5")
+                proc = launch(ranks, [*COMMON, *flags, "--out", path])
+                self.assertEqual(proc.returncode, 0, f"{name}: {proc.stdout}{proc.stderr}")
+                with h5py.File(path, "r") as f:
+                    span = float(f["/summary"].attrs["clock_span_s"])
+                    self.assertGreater(span, 0.0, name)
+                    seen = 0
+                    for table, columns in TIME_COLUMNS.items():
+                        if table not in f:
+                            continue
+                        for column in columns:
+                            t = f[table][column][...]
+                            seen += t.size
+                            self.assertTrue(np.isfinite(t).all(), f"{name} {table}/{column}")
+                            # 1 ms of slack for the cross-rank clock offset estimate.
+                            self.assertGreaterEqual(t.min(), -1e-3, f"{name} {table}/{column}")
+                            self.assertLessEqual(t.max(), span + 1e-3,
+                                                 f"{name} {table}/{column}: {t.max()} > {span}")
+                    self.assertGreater(seen, 0, name)
+                    # Warm-up runs come first, so the first recorded step is well inside.
+                    first = float(f["/steps"]["start_s"][...].min())
+                    print(f"\n  {name}: first record at {first:.3f} s, span {span:.3f} s",
+                          end="", flush=True)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ssd-bench", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--mpiexec", default=shutil.which("mpiexec") or "mpiexec")
+    ARGS, rest = parser.parse_known_args()
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)

@@ -89,29 +89,68 @@ std::vector<double> geometric_fanout_real(int K, double budget, double acceptanc
   return shape;
 }
 
-std::vector<int> geometric_fanout(int K, int budget, double acceptance, double r) {
-  const std::vector<double> real = geometric_fanout_real(K, budget, acceptance, r);
-  // Largest-remainder rounding: floors first, then the leftover units to the largest
-  // fractional parts (ties to the smaller k, which is reached more often), so that the cache
-  // spends exactly the budget the verification window allows.
-  std::vector<int> shape(K + 1);
-  std::vector<double> rest(K + 1);
-  int64_t total = 0;
-  for (int k = 0; k <= K; ++k) {
-    shape[k] = int(std::floor(real[k]));
-    rest[k] = real[k] - shape[k];
-    total += shape[k];
+namespace {
+
+// A.2's weights: the probability that exactly k of K drafts are accepted.
+std::vector<double> outcome_weights(int K, double acceptance) {
+  const double a = std::clamp(acceptance, 0.0, 1.0);
+  std::vector<double> w(K + 1);
+  double reach = 1.0;  // a^k
+  for (int k = 0; k <= K; ++k, reach *= a) w[k] = k < K ? reach * (1.0 - a) : reach;
+  return w;
+}
+
+}  // namespace
+
+std::vector<double> shifted_geometric_fanout_real(int K, double budget, double acceptance,
+                                                  double r) {
+  check_inputs(K, budget, acceptance, r);
+  const std::vector<double> w = outcome_weights(K, acceptance);
+  const double rr = std::max(r, 1e-3);
+  // F_k(lambda) = max(0, (w_k r / lambda)^{1/(1+r)} - 1) falls as lambda grows; bisect on
+  // log lambda for sum_k F_k = B (each F_k is continuous and monotone, so the sum is too).
+  auto shape_at = [&](double log_lambda, std::vector<double>& f) {
+    double total = 0.0;
+    for (int k = 0; k <= K; ++k) {
+      const double g = w[k] > 0 ? std::exp((std::log(w[k] * rr) - log_lambda) / (1.0 + rr)) : 0.0;
+      f[k] = std::max(0.0, g - 1.0);
+      total += f[k];
+    }
+    return total;
+  };
+  std::vector<double> f(K + 1, 0.0);
+  if (budget <= 0) return f;
+  double lo = -700.0, hi = 700.0;  // exp(+-700): every F_k huge, every F_k 0
+  for (int i = 0; i < 200; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (shape_at(mid, f) > budget ? lo : hi) = mid;
   }
-  std::vector<int> order(K + 1);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return rest[x] > rest[y]; });
-  // Floating-point error can leave the floors one unit off either way; fix both directions.
-  const int n = K + 1;
-  for (int i = 0; total < budget; ++total, i = (i + 1) % n) ++shape[order[i]];
-  for (int i = n - 1; total > budget; i = (i + n - 1) % n) {
-    if (shape[order[i]] == 0) continue;  // total > budget >= 0, so some entry is positive
-    --shape[order[i]];
-    --total;
+  shape_at(hi, f);
+  // Spread the bisection's last rounding error over the positive entries.
+  double total = 0.0;
+  for (double x : f) total += x;
+  if (total > 0)
+    for (double& x : f) x *= budget / total;
+  return f;
+}
+
+std::vector<int> geometric_fanout(int K, int budget, double acceptance, double r) {
+  check_inputs(K, budget, acceptance, r);
+  const std::vector<double> w = outcome_weights(K, acceptance);
+  const double rr = std::max(r, 1e-3);
+  // The gain of one more guess at k: w_k ((F_k+1)^{-r} - (F_k+2)^{-r}), decreasing in F_k.
+  auto gain = [&](int k, int f) {
+    return w[k] * (std::pow(f + 1.0, -rr) - std::pow(f + 2.0, -rr));
+  };
+  std::vector<int> shape(K + 1, 0);
+  for (int unit = 0; unit < budget; ++unit) {
+    int best = 0;
+    double best_gain = gain(0, shape[0]);
+    for (int k = 1; k <= K; ++k) {
+      const double g = gain(k, shape[k]);
+      if (g > best_gain) best = k, best_gain = g;
+    }
+    ++shape[best];
   }
   return shape;
 }

@@ -22,13 +22,30 @@ struct FanoutSpec {  // parsed from --fanout
 // Throws ssd::InputError naming --fanout and what was expected.
 FanoutSpec parse_fanout(const std::string& text);
 
-// Theorem 12 (Appendix A.2): F_k = F_0 a^{k/(1+r)} for k < K and
+// The power law. Definition 11 writes the miss rate of a fan-out F as F^{-r} (F >= 1), which
+// is 1 at F = 1: a one-token cache would never hit. This project uses the shifted law
+// miss(F) = (F+1)^{-r} (F >= 0: an empty cache always misses, one guess already hits), which
+// fits measured ranks better (results/figures/fig3_fanout.png shows both fits); the synthetic
+// outcomes draw from it, FanoutEstimator fits it, and the shapes below are optimal for it.
+// Its r is not the paper's: analysis reports both (ssd_analysis.metrics.fit_power_law*).
+
+// Theorem 12 (Appendix A.2) for the paper's law: F_k = F_0 a^{k/(1+r)} for k < K and
 // F_K = F_0 a^{K/(1+r)} (1-a)^{-1/(1+r)}, with A.2's closed-form F_0 so that sum_k F_k = B.
 // a is clamped to [1e-3, 1 - 1e-3] (a -> 1 sends F_K's factor to infinity, a -> 0 makes the
 // ratio a^{1/(1+r)} vanish) and r to >= 1e-3. K + 1 entries; throws std::invalid_argument
 // for K < 0 or budget < 0.
 std::vector<double> geometric_fanout_real(int K, double budget, double acceptance, double r);
-// The real shape rounded by largest remainder to non-negative integers summing exactly to B.
+// The same optimisation (Theorem 18's first-order conditions) for the shifted law: with
+// G_k = F_k + 1 the objective is the paper's in G, so the optimum is Theorem 12's geometric
+// series in G with budget B + K + 1, as long as every F_k stays >= 0; where the series would
+// give G_k < 1, F_k = 0 and the rest re-balances (KKT: w_k r (F_k+1)^{-r-1} = lambda where
+// F_k > 0, w_k = a^k (1-a) for k < K, a^K at K). Sums to B.
+std::vector<double> shifted_geometric_fanout_real(int K, double budget, double acceptance,
+                                                  double r);
+// The integer shape that maximises expected_hit_rate (A.2's objective under the shifted law)
+// among all shapes of non-negative integers summing to B: the objective is separable and
+// concave in each F_k, so giving each unit of budget to the largest marginal gain (ties to the
+// smaller k, reached more often) is exactly optimal; it follows the real shape above.
 std::vector<int> geometric_fanout(int K, int budget, double acceptance, double r);
 
 // The integer shape for a spec at lookahead K, budget B (geometric only; spec.budget > 0
@@ -46,7 +63,7 @@ int window_fanout_budget(double window_s, double glue_s, double step_a, double s
                          int rows, int max_budget);
 
 // A.2's objective p_hit,p({F_k}) = a^K h(F_K) + sum_{k<K} a^k (1-a) h(F_k) with the shifted
-// power law h(F) = 1 - (F+1)^{-r} (see FanoutEstimator). For tests and reports.
+// power law h(F) = 1 - (F+1)^{-r} (see above). For tests and reports.
 double expected_hit_rate(const std::vector<int>& shape, double acceptance, double r);
 
 // Online estimates for --fanout-alpha auto / --fanout-r auto (one instance for the primary

@@ -195,7 +195,10 @@ def fig_fanout(runs, out_dir):
             miss = M.miss_rate_curve(ranks, FANOUTS)
             ok = miss > 0          # the log axis shows only fan-outs with some miss
             usable = int(np.sum(ok & (miss < 1)))
-            r = M.fit_power_law(FANOUTS, miss, counts=np.full(FANOUTS.shape, ranks.size)) \
+            counts = np.full(FANOUTS.shape, ranks.size)
+            r = M.fit_power_law(FANOUTS, miss, counts=counts) \
+                if usable >= MIN_FIT_POINTS else math.nan
+            r_paper = M.fit_power_law_paper(FANOUTS, miss, counts=counts) \
                 if usable >= MIN_FIT_POINTS else math.nan
             color = PALETTE[i % len(PALETTE)]
             target, draft, temp, c, syn = key
@@ -204,7 +207,7 @@ def fig_fanout(runs, out_dir):
             if not np.any(ok):
                 fit = "no misses at any fan-out"
             elif math.isfinite(r):
-                fit = f"r={r:.2f}"
+                fit = f"r={r:.2f}, paper's F^-r slope {r_paper:.2f}"
             else:
                 fit = f"no fit (< {MIN_FIT_POINTS} fan-outs with 0 < miss < 1)"
             ax.plot(FANOUTS[ok], miss[ok], "o-", ms=3, linewidth=0.6, color=color,
@@ -236,7 +239,8 @@ def fig_fanout(runs, out_dir):
         axes[0].set_ylim(min(lows) / 2, 1.2)
     else:
         axes[0].set_ylim(0.5 / max(sizes, default=MIN_RANKS), 1.2)
-    fig.suptitle("Cache misses fall as a power law in fan-out (Fig. 3); dashed: (F+1)^-r fits")
+    fig.suptitle("Cache misses fall as a power law in fan-out (Fig. 3); dashed: (F+1)^-r fits, "
+                 "r; the paper's F^-r convention's slope beside it")
     return fig
 
 

@@ -196,6 +196,27 @@ def fit_power_law(fanouts, miss, counts=None):
     return float(-np.sum(w * x * y) / np.sum(w * x * x))
 
 
+def fit_power_law_paper(fanouts, miss, counts=None):
+    """r in the paper's convention, Definition 11's miss(F) = F^(-r) (F >= 1), as read off a
+    log-log plot like the paper's Figures 3 and 10: minus the slope of log miss against log F
+    over F >= 1, intercept free (the paper's exact law would force miss(1) = 1, which no
+    measured cache shows). Same weights as fit_power_law; NaN with fewer than two usable
+    fan-outs. On data that follow (F+1)^(-r) this slope is below r, because log(F+1) grows
+    slower than log F."""
+    F = np.asarray(fanouts, dtype=float)
+    m = np.asarray(miss, dtype=float)
+    ok = (F >= 1) & (m > 0) & (m < 1) & np.isfinite(m)
+    if np.count_nonzero(ok) < 2:
+        return math.nan
+    x, y = np.log(F[ok]), np.log(m[ok])
+    w = np.ones_like(x) if counts is None else np.asarray(counts, float)[ok] * m[ok] / (1 - m[ok])
+    xm, ym = np.sum(w * x) / np.sum(w), np.sum(w * y) / np.sum(w)
+    sxx = np.sum(w * (x - xm) ** 2)
+    if sxx == 0:
+        return math.nan
+    return float(-np.sum(w * (x - xm) * (y - ym)) / sxx)
+
+
 # --- Figure 7 (right): throughput-latency Pareto frontier ---------------------------------
 
 def pareto_frontier(latency, throughput):

@@ -183,6 +183,17 @@ class PowerLaw(unittest.TestCase):
 
     def test_fit_without_data(self):
         self.assertTrue(math.isnan(M.fit_power_law([1, 2], [0.0, 0.0])))
+        self.assertTrue(math.isnan(M.fit_power_law_paper([1], [0.5])))
+
+    def test_fit_in_the_papers_convention(self):
+        F = np.arange(1, 33, dtype=float)
+        for r in (0.3, 0.8, 1.5):
+            # Definition 11's law up to a constant: the slope is r exactly.
+            self.assertAlmostEqual(M.fit_power_law_paper(F, 0.7 * F ** -r), r, places=9)
+            # On the shifted law the paper's slope is smaller than the shifted r.
+            shifted = (F + 1.0) ** -r
+            self.assertLess(M.fit_power_law_paper(F, shifted), r)
+            self.assertGreater(M.fit_power_law_paper(F, shifted), 0.7 * r)
 
 
 class Pareto(unittest.TestCase):

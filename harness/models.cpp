@@ -157,9 +157,15 @@ SaguaroSettings saguaro_settings(const RunConfig& c) {
     throw InputError("--budget: expected auto or a whole number >= 1");
   s.budget = budget < 0 ? 0 : int(budget);
   s.saguaro_c = c.saguaro_c;
+  // Definition 14 reshapes the distribution a sampling draft draws from; a greedy draft takes
+  // the argmax and never looks at it, so a C < 1 would be silently ignored.
+  if (c.saguaro_c < 1.0 && c.draft_temperature == 0.0)
+    throw InputError("--saguaro-c " + std::to_string(c.saguaro_c).substr(0, 6) +
+                     ": SAGUARO sampling needs a sampling draft, but the draft is greedy "
+                     "(--draft-temperature, which defaults to --temperature, is 0); use "
+                     "--saguaro-c 1 or a draft temperature > 0");
   s.fallback = c.fallback;
   s.backup = c.backup;
-  s.batch_size = c.batch_size;
   return s;
 }
 

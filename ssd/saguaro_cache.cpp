@@ -69,26 +69,35 @@ void SaguaroDrafter::build_cache(PeerLink& link, double sent_at) {
   std::vector<Ref> refs;
   for (int r : rows) {
     Row& row = rows_[r];
-    row.fanout = shape_for(row);
-    const int len = int(row.tokens.size());
+    // A hit turns a branch into a primary-drafted speculation; its shape is fixed now, before
+    // its tokens are sampled, and its own cache will be built with it.
+    row.branch_fanout = shape_for(SpeculationSource::CacheHit);
+    // Definition 14 down-weighted the top F_k tokens when s_{k+1} was sampled; the cache
+    // prepares for exactly those (minus s_{k+1}, which cannot be the bonus after its own
+    // rejection), not for an F_k+1-th token the sampling never touched. Without down-weighting
+    // (greedy draft, C = 1, a backup's speculation) the F_k best other tokens.
+    const bool exact_set = saguaro_downweights() && row.source != SpeculationSource::Backup;
     for (int k = 0; k <= K; ++k) {
       const int32_t excluded = k < K ? row.spec[k] : -1;
-      int taken = 0;
-      for (int32_t t : row.lists[k]) {
-        if (taken >= row.fanout[k]) break;
+      const int limit = row.fanout[k];
+      std::vector<int32_t> roots;
+      for (size_t i = 0; i < row.lists[k].size() && int(roots.size()) < limit; ++i) {
+        if (exact_set && k < K && int(i) >= limit) break;
+        const int32_t t = row.lists[k][i];
         if (t == excluded) continue;
         Branch b;
         b.k = k;
         b.root = t;
+        b.id = next_spec_id_++;
         b.base_slot = scratch_begin_ + int(row.branches.size()) * K;
         if (b.base_slot + K > capacity_) break;
         row.cache[{k, t}] = int(row.branches.size());
         row.branches.push_back(std::move(b));
         refs.push_back({r, int(row.branches.size()) - 1});
-        ++taken;
+        roots.push_back(t);
       }
+      if (s_.trace) s_.trace->cached.push_back({row.spec_id, k, std::move(roots)});
     }
-    (void)len;
   }
   last_branches_ = int(refs.size());
   last_budget_ = rows.empty() ? 0 : int(refs.size() / rows.size());
@@ -115,7 +124,7 @@ void SaguaroDrafter::build_cache(PeerLink& link, double sent_at) {
       const float* l = logits_.data() + i * vocab_;
       b.lists.push_back(top_tokens(l, vocab_, list_limit_, -1));
       // A hit makes this branch a primary-drafted speculation: sample as the primary would.
-      b.tokens.push_back(sample(row, l, row.fanout[step], &b.probs));
+      b.tokens.push_back(sample(row, l, row.branch_fanout[step], &b.probs, b.id, step));
     }
     // Fit seconds = a + b * rows over the steps seen, for --budget auto.
     const double x = double(refs.size()), y = global_now() - step_start;

@@ -43,8 +43,8 @@ void SaguaroDrafter::start(const StartMessage& m) {
   draft_.reset_cache(int(rows_.size()), capacity_);
 }
 
-std::vector<int32_t> SaguaroDrafter::shape_for(const Row& row) const {
-  const bool backup = row.source == SpeculationSource::Backup;
+std::vector<int32_t> SaguaroDrafter::shape_for(SpeculationSource source) const {
+  const bool backup = source == SpeculationSource::Backup;
   const FanoutSpec& spec = backup ? s_.backup_fanout : s_.fanout;
   const FanoutEstimator& stats = backup ? backup_stats_ : primary_stats_;
   const double alpha = s_.alpha >= 0 ? s_.alpha : stats.acceptance(0.7);
@@ -57,7 +57,7 @@ std::vector<int32_t> SaguaroDrafter::shape_for(const Row& row) const {
 }
 
 int32_t SaguaroDrafter::sample(Row& row, const float* logits, int fanout_here,
-                               std::vector<float>* probs_out) {
+                               std::vector<float>* probs_out, int64_t spec, int k) {
   if (s_.draft_temperature == 0.0) {
     const int32_t token = argmax(logits, vocab_);
     if (probs_out && target_temperature_ > 0.0) {
@@ -72,6 +72,11 @@ int32_t SaguaroDrafter::sample(Row& row, const float* logits, int fanout_here,
   saguaro_distribution(logits, vocab_, s_.draft_temperature, fanout_here, s_.saguaro_c, probs_);
   const int32_t token =
       sample_from(probs_, uniform01(s_.seed, sampling_stream(row.sequence) + 2, row.draws++));
+  if (s_.trace)
+    s_.trace->sampled.push_back({spec, k,
+                                 saguaro_downweights() ? top_tokens(logits, vocab_, fanout_here, -1)
+                                                       : std::vector<int32_t>{},
+                                 token});
   if (probs_out && target_temperature_ > 0.0)
     probs_out->insert(probs_out->end(), probs_.begin(), probs_.end());
   return token;
@@ -83,7 +88,8 @@ void SaguaroDrafter::draft_primary(const std::vector<int>& rows, SpeculationMess
   std::vector<std::vector<int32_t>> shapes;
   for (int r : rows) {
     rows_[r].source = SpeculationSource::Primary;
-    shapes.push_back(shape_for(rows_[r]));
+    rows_[r].spec_id = next_spec_id_++;
+    shapes.push_back(shape_for(SpeculationSource::Primary));
     rows_[r].spec.clear();
     rows_[r].lists.assign(K + 1, {});
   }
@@ -105,14 +111,16 @@ void SaguaroDrafter::draft_primary(const std::vector<int>& rows, SpeculationMess
       const float* l = logits_.data() + i * vocab_;
       row.lists[step] = top_tokens(l, vocab_, list_limit_, -1);
       SequenceSpeculation& out = spec.sequences[slots[i]];
-      const int32_t token = sample(row, l, shapes[i][step], &out.probs);
+      const int32_t token = sample(row, l, shapes[i][step], &out.probs, row.spec_id, step);
       row.spec.push_back(token);
       out.tokens.push_back(token);
     }
   }
-  for (int r : rows) {
-    rows_[r].cached = int(rows_[r].tokens.size());
-    rows_[r].spec_cached = K - 1;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Row& row = rows_[rows[i]];
+    row.cached = int(row.tokens.size());
+    row.spec_cached = K - 1;
+    row.fanout = std::move(shapes[i]);  // its cache is built with the shape it was sampled with
   }
 }
 
@@ -197,6 +205,8 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
         row.spec_cached = K - 1;
         row.lists = std::move(b.lists);
         row.lists.resize(K + 1);
+        row.spec_id = b.id;
+        row.fanout = row.branch_fanout;  // the shape its tokens were sampled with
         row.source = SpeculationSource::CacheHit;
         out.cache_hit = true;
         out.source = SpeculationSource::CacheHit;
@@ -227,9 +237,13 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
   measured.t_b = window > 0 && backup_drafts_ ? backup_draft_s_ / backup_drafts_ / window : 0.0;
   bool initial = false;
   for (int r : misses) initial |= rows_[r].source == SpeculationSource::Initial;
+  // Corollary 16's b is the rows that wait on one another this round: those still decoding,
+  // fewer than the configured batch once sequences finish (or in a last, partial group).
+  int live = 0;
+  for (const SequenceOutcome& o : outcome.sequences) live += o.finishing ? 0 : 1;
   const FallbackKind kind =
       initial ? FallbackKind::Primary
-              : policy_.choose(s_.batch_size, measured, int(primary_rounds_ + backup_rounds_));
+              : policy_.choose(live, measured, int(primary_rounds_ + backup_rounds_));
   if (kind == FallbackKind::Primary) {
     draft_primary(misses, spec, miss_slots);
     for (int slot : miss_slots)
@@ -250,6 +264,8 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
       row.spec_cached = 0;
       row.lists.assign(K + 1, {});
       row.source = SpeculationSource::Backup;
+      row.spec_id = next_spec_id_++;
+      row.fanout = shape_for(SpeculationSource::Backup);
       out.source = SpeculationSource::Backup;
       out.tokens = std::move(p.tokens);
       out.probs = std::move(p.probs);

@@ -21,6 +21,25 @@
 
 namespace ssd {
 
+// What SAGUARO sampling down-weighted and what the cache then prepared for, per speculation
+// (tests: Definition 14's set and the cached set must be the same tokens). Filled only when
+// SaguaroSettings::trace is set: it costs a top-F selection per sampled token.
+struct SaguaroTrace {
+  struct Sampled {
+    int64_t spec = 0;                   // which speculation (a just-in-time draft or a branch)
+    int k = 0;                          // the token drafted at position k + 1, i.e. s_{k+1}
+    std::vector<int32_t> downweighted;  // top-F_k of the draft's logits there
+    int32_t token = 0;                  // s_{k+1}
+  };
+  struct Cached {
+    int64_t spec = 0;
+    int k = 0;
+    std::vector<int32_t> roots;  // the bonus tokens prepared for k accepted
+  };
+  std::vector<Sampled> sampled;
+  std::vector<Cached> cached;
+};
+
 struct SaguaroSettings {
   int lookahead = 4;               // K
   double draft_temperature = 0.0;  // 0 = greedy drafting
@@ -33,7 +52,7 @@ struct SaguaroSettings {
   double saguaro_c = 1.0;         // Definition 14's C
   std::string fallback = "auto";  // primary | backup | auto
   std::string backup = "random";  // random | ngram
-  int batch_size = 1;
+  SaguaroTrace* trace = nullptr;  // tests only
 };
 
 class SaguaroDrafter {
@@ -51,6 +70,7 @@ class SaguaroDrafter {
   struct Branch {
     int k = 0;
     int32_t root = 0;                         // the guessed bonus token t
+    int64_t id = 0;                           // as a speculation, if it is hit
     int base_slot = 0;                        // scratch slots of t, b_1 .. b_{K-1}
     std::vector<int32_t> tokens;              // b_1..b_K
     std::vector<float> probs;                 // K rows, when the target samples
@@ -66,7 +86,11 @@ class SaguaroDrafter {
     // Candidate lists (top tokens of the draft's logits) at positions 1..K+1 of the spec;
     // an empty list means not known yet (the glue step computes it).
     std::vector<std::vector<int32_t>> lists;
-    std::vector<int32_t> fanout;                   // F_0..F_K of the cache built for this spec
+    int64_t spec_id = 0;
+    // F_0..F_K of the spec being verified: chosen once, before its tokens were sampled, so
+    // that SAGUARO sampling down-weights exactly the tokens its cache will prepare for.
+    std::vector<int32_t> fanout;
+    std::vector<int32_t> branch_fanout;            // the same for the branches being built
     std::map<std::pair<int, int32_t>, int> cache;  // (k, t) -> branch
     std::vector<Branch> branches;
     uint64_t draws = 0;
@@ -77,8 +101,13 @@ class SaguaroDrafter {
   // Drafts K tokens just in time for `rows` (primary fallback and the first round).
   void draft_primary(const std::vector<int>& rows, SpeculationMessage& spec,
                      const std::vector<int>& slots);
-  int32_t sample(Row& row, const float* logits, int fanout_here, std::vector<float>* probs_out);
-  std::vector<int32_t> shape_for(const Row& row) const;
+  int32_t sample(Row& row, const float* logits, int fanout_here, std::vector<float>* probs_out,
+                 int64_t spec, int k);
+  // The fan-out shape for a speculation drafted by `source` (the backup's shape after a backup
+  // round, the primary's otherwise) at the current budget and (a, r) estimates.
+  std::vector<int32_t> shape_for(SpeculationSource source) const;
+  // True when Definition 14 down-weights anything: a sampling draft with C < 1.
+  bool saguaro_downweights() const { return s_.draft_temperature > 0 && s_.saguaro_c < 1.0; }
   int current_budget(int rows) const;
   void glue(const std::vector<int>& rows);
 
@@ -88,6 +117,7 @@ class SaguaroDrafter {
   int list_limit_ = 64;  // candidates examined per position (ranks beyond count as 0)
   double target_temperature_ = 0.0;
   std::vector<Row> rows_;
+  int64_t next_spec_id_ = 1;
   int scratch_begin_ = 0;  // first scratch slot offset past len + K
   int capacity_ = 0;
   FanoutEstimator primary_stats_, backup_stats_;

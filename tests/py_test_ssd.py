@@ -564,6 +564,7 @@ class Errors(unittest.TestCase):
                 (["--fanout", "nonsense"], "--fanout"),
                 (["--fanout", "uniform:0"], "--fanout"),
                 (["--saguaro-c", "1.5"], "--saguaro-c"),
+                (["--saguaro-c", "0.5"], "--saguaro-c"),  # a greedy draft: nothing to reshape
                 (["--budget", "-3"], "--budget"),
                 (["--outcomes", "synthetic:alpha=2,r=1"], "--outcomes"),
                 (["--outcomes", "synthetic:alpha=0.5"], "--outcomes"),

@@ -91,6 +91,7 @@ std::vector<uint8_t> encode(const OutcomeMessage& m) {
   Writer w;
   w.put(m.round);
   w.put(m.temperature);
+  w.put(m.target_busy_s);
   w.put<uint8_t>(m.stop);
   w.put_vector(m.sequences);
   return std::move(w.bytes);
@@ -100,6 +101,7 @@ void decode(const std::vector<uint8_t>& bytes, OutcomeMessage& m) {
   Reader r(bytes);
   m.round = r.get<int32_t>();
   m.temperature = r.get<double>();
+  m.target_busy_s = r.get<double>();
   m.stop = r.get<uint8_t>() != 0;
   m.sequences = r.get_vector<SequenceOutcome>();
   r.done();

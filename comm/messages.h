@@ -43,6 +43,10 @@ struct SequenceOutcome {
 struct OutcomeMessage {
   int32_t round = 0;
   double temperature = 0.0;
+  // The target leader's busy time in the previous round (verification and acceptance, from
+  // the speculation's arrival to this message): the window SSD's cache build hides in, as
+  // the target measured it, free of the draft's polling granularity. 0 when unknown.
+  double target_busy_s = 0.0;
   bool stop = false;  // the batch group is finished; no speculation follows
   std::vector<SequenceOutcome> sequences;
 };

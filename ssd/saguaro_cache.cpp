@@ -3,18 +3,48 @@
 #include <cmath>
 
 #include "comm/clock.h"
+#include "ssd/budget.h"
 #include "ssd/fanout.h"
 #include "ssd/saguaro_drafter.h"
 #include "ssd/saguaro_sampling.h"
 
 namespace ssd {
 
-int SaguaroDrafter::current_budget(int rows) const {
-  if (s_.budget > 0) return s_.budget;
+int SaguaroDrafter::current_budget() const {
+  return s_.budget > 0 ? s_.budget : auto_budget_;
+}
+
+void SaguaroDrafter::choose_auto_budget(int rows) {
+  if (s_.budget > 0) return;
   const int K = s_.lookahead;
-  if (step_samples_ < 2 || window_s_ <= 0) return K + 1;  // one guess per position to start
-  return window_fanout_budget(window_s_, glue_s_, step_a_, step_b_, K, rows,
-                              (capacity_ - scratch_begin_) / K);
+  // Until a verification and two branch steps have been timed there is nothing to predict
+  // from: one guess per position, cheap, and a first point for the step-cost fit.
+  if (step_samples_ < 2 || verify_s_ <= 0) {
+    auto_budget_ = K + 1;
+    return;
+  }
+  BudgetInputs in;
+  in.lookahead = K;
+  in.rows = std::max(rows, 1);
+  in.max_budget = (capacity_ - scratch_begin_) / K;
+  in.verify_s = verify_s_;
+  in.glue_s = glue_s_;
+  in.step_a_s = step_a_;
+  in.step_b_s = step_b_;
+  in.acceptance = s_.alpha >= 0 ? s_.alpha : primary_stats_.acceptance(0.7);
+  in.r = s_.r >= 0 ? s_.r : primary_stats_.power_law_r(0.7);
+  // Just in time, the primary drafts K steps for the batch; before it ever did, that is K
+  // branch-sized steps over one row per sequence.
+  in.primary_fallback_s = primary_drafts_ ? primary_draft_s_ / double(primary_drafts_)
+                                          : K * (step_a_ + step_b_ * in.rows);
+  in.backup_fallback_s = backup_drafts_ ? backup_draft_s_ / double(backup_drafts_) : 0.0;
+  in.e_miss_backup = 1.0 + (backup_rounds_ ? double(backup_accepted_) / backup_rounds_ : 0.0);
+  in.primary_fallback_allowed = s_.fallback != "backup";
+  in.backup_fallback_allowed = s_.fallback != "primary";
+  const BudgetPrediction best = best_budget(in);
+  // Grow at most geometrically, so the step-cost fit sees each size before relying on it far
+  // beyond; shrink at once.
+  auto_budget_ = std::min(best.budget, std::max(2 * auto_budget_, auto_budget_ + K + 1));
 }
 
 void SaguaroDrafter::glue(const std::vector<int>& rows) {
@@ -58,6 +88,7 @@ void SaguaroDrafter::build_cache(PeerLink& link, double sent_at) {
   std::vector<int> rows;
   for (size_t r = 0; r < rows_.size(); ++r)
     if (rows_[r].active) rows.push_back(int(r));
+  choose_auto_budget(int(rows.size()));
   glue(rows);
   glue_s_ = global_now() - start;
   poll();
@@ -77,6 +108,7 @@ void SaguaroDrafter::build_cache(PeerLink& link, double sent_at) {
     // rejection), not for an F_k+1-th token the sampling never touched. Without down-weighting
     // (greedy draft, C = 1, a backup's speculation) the F_k best other tokens.
     const bool exact_set = saguaro_downweights() && row.source != SpeculationSource::Backup;
+    row.prepared.assign(K + 1, 0);
     for (int k = 0; k <= K; ++k) {
       const int32_t excluded = k < K ? row.spec[k] : -1;
       const int limit = row.fanout[k];
@@ -96,6 +128,7 @@ void SaguaroDrafter::build_cache(PeerLink& link, double sent_at) {
         refs.push_back({r, int(row.branches.size()) - 1});
         roots.push_back(t);
       }
+      row.prepared[k] = int32_t(roots.size());
       if (s_.trace) s_.trace->cached.push_back({row.spec_id, k, std::move(roots)});
     }
   }

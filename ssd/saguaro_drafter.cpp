@@ -24,6 +24,7 @@ SaguaroDrafter::SaguaroDrafter(ModelGroup& draft, const SaguaroSettings& setting
   }
   widest = std::max(widest, s_.budget);
   list_limit_ = std::max(64, widest + 1);
+  auto_budget_ = s_.lookahead + 1;  // one guess per position until there is a prediction
 }
 
 void SaguaroDrafter::start(const StartMessage& m) {
@@ -49,9 +50,7 @@ std::vector<int32_t> SaguaroDrafter::shape_for(SpeculationSource source) const {
   const FanoutEstimator& stats = backup ? backup_stats_ : primary_stats_;
   const double alpha = s_.alpha >= 0 ? s_.alpha : stats.acceptance(0.7);
   const double r = s_.r >= 0 ? s_.r : stats.power_law_r(0.7);
-  int active = 0;
-  for (const Row& x : rows_) active += x.active ? 1 : 0;
-  const int budget = spec.budget > 0 ? spec.budget : current_budget(std::max(active, 1));
+  const int budget = spec.budget > 0 ? spec.budget : current_budget();
   std::vector<int> shape = resolve_fanout(spec, s_.lookahead, budget, alpha, r);
   return std::vector<int32_t>(shape.begin(), shape.end());
 }
@@ -135,11 +134,13 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
   spec.sequences.resize(outcome.sequences.size());
   std::vector<int> misses, miss_slots;
   for (Row& row : rows_) row.active = false;
+  if (outcome.target_busy_s > 0)  // a moving average over the last ~8 verifications
+    verify_s_ = verify_s_ > 0 ? verify_s_ + 0.125 * (outcome.target_busy_s - verify_s_)
+                              : outcome.target_busy_s;
   if (window_started_at_ > 0) {
     const double arrival = arrival_seen_at_ >= 0 ? arrival_seen_at_ : global_now();
     verify_window_sum_ += arrival - window_started_at_;
     windows_ += 1;
-    window_s_ = arrival - window_started_at_;
     window_started_at_ = -1.0;
   }
 
@@ -149,7 +150,7 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
     row.active = true;
     SequenceSpeculation& out = spec.sequences[i];
     out.row = o.row;
-    out.fanout = row.fanout;
+    out.fanout = row.prepared;
     const int len = int(row.tokens.size());
     if (row.source == SpeculationSource::Initial) {
       row.tokens.push_back(o.bonus);

@@ -48,7 +48,7 @@ struct SaguaroSettings {
   FanoutSpec backup_fanout;       // shape after a backup-drafted round
   double alpha = -1.0;            // acceptance for geometric fan-out; < 0 = estimate
   double r = -1.0;                // power-law exponent; < 0 = estimate
-  int budget = 0;                 // total fan-out per sequence; 0 = auto (verification window)
+  int budget = 0;                 // total fan-out per sequence; 0 = auto (ssd/budget.h)
   double saguaro_c = 1.0;         // Definition 14's C
   std::string fallback = "auto";  // primary | backup | auto
   std::string backup = "random";  // random | ngram
@@ -90,7 +90,11 @@ class SaguaroDrafter {
     // F_0..F_K of the spec being verified: chosen once, before its tokens were sampled, so
     // that SAGUARO sampling down-weights exactly the tokens its cache will prepare for.
     std::vector<int32_t> fanout;
-    std::vector<int32_t> branch_fanout;            // the same for the branches being built
+    std::vector<int32_t> branch_fanout;  // the same for the branches being built
+    // Bonus tokens the cache actually prepared at each k (Definition 10's fan-out): the
+    // shape's F_k, less one where s_{k+1} was among SAGUARO's down-weighted F_k, less any
+    // that did not fit the scratch slots.
+    std::vector<int32_t> prepared;
     std::map<std::pair<int, int32_t>, int> cache;  // (k, t) -> branch
     std::vector<Branch> branches;
     uint64_t draws = 0;
@@ -108,7 +112,10 @@ class SaguaroDrafter {
   std::vector<int32_t> shape_for(SpeculationSource source) const;
   // True when Definition 14 down-weights anything: a sampling draft with C < 1.
   bool saguaro_downweights() const { return s_.draft_temperature > 0 && s_.saguaro_c < 1.0; }
-  int current_budget(int rows) const;
+  int current_budget() const;
+  // --budget auto: the budget of highest predicted rate (ssd/budget.h) for `rows` sequences,
+  // from this run's measurements so far; once per round, before the cache is built.
+  void choose_auto_budget(int rows);
   void glue(const std::vector<int>& rows);
 
   ModelGroup& draft_;
@@ -123,7 +130,9 @@ class SaguaroDrafter {
   FanoutEstimator primary_stats_, backup_stats_;
   FallbackPolicy policy_;
   // Timing model of one branch step (seconds = a + b * rows) and the verification window.
-  double step_a_ = 0.0, step_b_ = 0.0, window_s_ = 0.0, glue_s_ = 0.0;
+  double step_a_ = 0.0, step_b_ = 0.0, glue_s_ = 0.0;
+  double verify_s_ = 0.0;  // the target's busy time per round (moving average)
+  int auto_budget_ = 0;
   int step_samples_ = 0;
   double sx_ = 0.0, sy_ = 0.0, sxx_ = 0.0, sxy_ = 0.0;
   double last_build_s_ = 0.0;

@@ -113,10 +113,12 @@ RepTotals run_speculative(ModelGroup& target, DraftEndpoint& draft,
         records->steps.push_back(
             {rep, -1, r, first + r, 1, prefill_start - clock_zero, prefill_s, prefill_s});
 
+    double busy_s = 0.0;  // verification + acceptance of the previous round
     for (int round = 0;; ++round) {
       OutcomeMessage outcome;
       outcome.round = round;
       outcome.temperature = s.temperature;
+      outcome.target_busy_s = busy_s;
       for (int r = 0; r < rows; ++r)
         if (!state[r].done || state[r].pending_index >= 0)
           outcome.sequences.push_back(
@@ -239,6 +241,7 @@ RepTotals run_speculative(ModelGroup& target, DraftEndpoint& draft,
         totals.per_sequence_decode_tokens += double(emitted) / rows;
       }
       const double end = global_now();
+      busy_s = end - verify_start;
       totals.decode_s += end - round_start;
       totals.decode_steps += 1;
       if (s.on_tokens) {

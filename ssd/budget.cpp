@@ -1,0 +1,78 @@
+#include "ssd/budget.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace ssd {
+
+std::vector<BudgetPrediction> predict_budgets(const BudgetInputs& in) {
+  const int K = in.lookahead;
+  if (K < 1 || in.rows < 1 || in.max_budget < 0)
+    throw std::invalid_argument("predict_budgets: needs K >= 1, rows >= 1, max_budget >= 0");
+  const double a = std::clamp(in.acceptance, 0.0, 1.0);
+  const double r = std::max(in.r, 1e-3);
+  // A.2: exactly k of K accepted with weight a^k (1-a), all K with a^K; E_hit = 1 + sum a^i.
+  std::vector<double> w(K + 1);
+  double reach = 1.0, e_hit = 1.0;
+  for (int k = 0; k <= K; ++k, reach *= a) {
+    w[k] = k < K ? reach * (1.0 - a) : reach;
+    if (k > 0) e_hit += reach;
+  }
+  // Grow the optimal shape one unit at a time (the same rule as geometric_fanout), tracking
+  // p_hit = sum_k w_k (1 - (F_k+1)^{-r}).
+  std::vector<int> shape(K + 1, 0);
+  double p_hit = 0.0;
+  std::vector<BudgetPrediction> out;
+  out.reserve(in.max_budget + 1);
+  for (int budget = 0; budget <= in.max_budget; ++budget) {
+    if (budget > 0) {
+      int best = 0;
+      double best_gain = -1.0;
+      for (int k = 0; k <= K; ++k) {
+        const double gain = w[k] * (std::pow(shape[k] + 1.0, -r) - std::pow(shape[k] + 2.0, -r));
+        if (gain > best_gain) best = k, best_gain = gain;
+      }
+      ++shape[best];
+      p_hit += best_gain;
+    }
+    BudgetPrediction p;
+    p.budget = budget;
+    p.p_hit = std::clamp(p_hit, 0.0, 1.0);
+    const double branches = double(in.rows) * budget;
+    p.build_s = in.glue_s + (budget > 0 ? K * (in.step_a_s + in.step_b_s * branches) : 0.0);
+    // Corollary 16 in seconds: the round takes the longer of verification and cache build;
+    // when any of the b rows misses (probability 1 - p^b) the batch also waits for the
+    // fallback.
+    const double base = std::max({in.verify_s, p.build_s, 1e-12});
+    const double any_miss = 1.0 - std::pow(p.p_hit, in.rows);
+    p.tokens_per_s = -1.0;
+    if (in.primary_fallback_allowed) {
+      p.round_s = base + any_miss * in.primary_fallback_s;
+      p.tokens_per_s = in.rows * e_hit / p.round_s;
+      p.primary_fallback = true;
+    }
+    if (in.backup_fallback_allowed) {
+      const double round_s = base + any_miss * in.backup_fallback_s;
+      const double tokens = p.p_hit * e_hit + (1.0 - p.p_hit) * in.e_miss_backup;
+      const double rate = in.rows * tokens / round_s;
+      if (rate > p.tokens_per_s) {
+        p.round_s = round_s;
+        p.tokens_per_s = rate;
+        p.primary_fallback = false;
+      }
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+BudgetPrediction best_budget(const BudgetInputs& in) {
+  const std::vector<BudgetPrediction> all = predict_budgets(in);
+  BudgetPrediction best = all.front();
+  for (const BudgetPrediction& p : all)
+    if (p.tokens_per_s > best.tokens_per_s * (1.0 + 1e-9)) best = p;
+  return best;
+}
+
+}  // namespace ssd

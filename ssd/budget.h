@@ -1,0 +1,49 @@
+// --budget auto: how much fan-out the SAGUARO cache should get each round (paper §4.1, §4.3).
+// A bigger cache hits more often but takes longer to build; once the build outlasts the
+// verification the target waits for it. The budget that maximises the predicted decoding rate
+// of Corollary 16 (with the run's own measured times and fitted acceptance and power law) is
+// the one to use; it may well be a build longer than the verification, and it is 0 only when
+// no cache at all pays for itself.
+#pragma once
+
+#include <vector>
+
+namespace ssd {
+
+struct BudgetInputs {
+  int lookahead = 4;      // K
+  int rows = 1;           // sequences decoding together (Corollary 16's b)
+  int max_budget = 64;    // the scratch capacity per sequence
+  double verify_s = 0.0;  // the target's verification of a round (the window to hide in)
+  double glue_s = 0.0;    // the glue step before branching
+  double step_a_s = 0.0;  // one branch step over n branch rows costs step_a + step_b * n
+  double step_b_s = 0.0;
+  double acceptance = 0.7;  // a of the primary, and r of the shifted power law (ssd/fanout.h)
+  double r = 0.7;
+  // Fallback after a miss, for the whole batch: the primary drafting just in time (yielding
+  // E_hit tokens) or the backup (yielding e_miss_backup = 1 + its mean accepted count).
+  double primary_fallback_s = 0.0;
+  double backup_fallback_s = 0.0;
+  double e_miss_backup = 1.0;
+  bool primary_fallback_allowed = true;
+  bool backup_fallback_allowed = true;
+};
+
+struct BudgetPrediction {
+  int budget = 0;
+  double p_hit = 0.0;            // per sequence, with Theorem 12's shape for this budget
+  double build_s = 0.0;          // glue + K branch steps
+  double round_s = 0.0;          // Corollary 16's expected round time, in seconds
+  double tokens_per_s = 0.0;     // rows * expected tokens per round / round_s
+  bool primary_fallback = true;  // which fallback the prediction assumed (the better one)
+};
+
+// Predicted rate for every budget 0..max_budget (index = budget). One greedy pass gives the
+// optimal shape of every budget (ssd/fanout.h: each budget's shape is the previous one plus
+// one unit), so the whole curve costs O(max_budget * K).
+std::vector<BudgetPrediction> predict_budgets(const BudgetInputs& in);
+
+// The budget of highest predicted rate (the smallest among equals: cheaper to build).
+BudgetPrediction best_budget(const BudgetInputs& in);
+
+}  // namespace ssd

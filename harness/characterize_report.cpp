@@ -200,9 +200,9 @@ int print_tables(std::ostream& os, const CharacterizeReport& r) {
         "%.3f ms\n",
         w.step_a_s * 1e3, w.step_b_s * 1e6, w.glue_s * 1e3);
     os << format(
-        "# largest fan-out budget: %d per sequence (%d rows per branch step): the glue "
-        "step and K = %d branch steps within 90%% of the verification (--budget auto's "
-        "rule)\n",
+        "# largest hidden fan-out budget: %d per sequence (%d rows per branch step): the "
+        "glue step and K = %d branch steps within 90%% of the verification (--budget auto "
+        "may spend more when it pays: it maximises Corollary 16's rate, ssd/budget.h)\n",
         w.fanout_budget, w.budget_rows, c.lookahead);
     bad += !positive(w.verify_s) + !positive(w.branch_s);
   } else if (c.forward && !c.draft.empty()) {

@@ -55,7 +55,8 @@ VerificationWindow verification_window(const std::vector<ForwardResult>& forward
     w.step_b_s = sy / sx;
     w.step_a_s = 0.0;
   }
-  // The same rule --budget auto applies during a run; no cache-capacity cap here.
+  // The most fan-out that hides entirely behind one verification; no cache-capacity cap here.
+  // (--budget auto weighs this against the hit rate it buys and may build for longer.)
   w.fanout_budget =
       window_fanout_budget(w.verify_s, w.glue_s, w.step_a_s, w.step_b_s, K, batch, 1 << 20);
   w.budget_rows = w.fanout_budget * batch;

@@ -153,6 +153,7 @@ void Report::final_lines(const RunSummary& s, const std::string& out_path) {
            : s.tokens_identical_across_reps ? "OK"
                                             : "FAILED")
        << "\n";
+  if (!s.speculation.warning.empty()) out_ << "# Warning: " << s.speculation.warning << "\n";
   out_ << "# Results: " << (out_path.empty() ? "not written (no --out)" : out_path) << "\n";
   out_ << "# Avg decode throughput: " << fmt("%.2f", s.decode_tokens_per_s.mean) << " tok/s\n";
   out_.flush();

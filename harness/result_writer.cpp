@@ -130,6 +130,7 @@ void write_speculation_summary(ResultFile& file, const SpeculationSummary& sp) {
     file.set_attr("/summary", "e_miss", sp.e_miss);
     file.set_attr("/summary", "t_p", sp.t_p);
     file.set_attr("/summary", "t_b", sp.t_b);
+    file.set_attr("/summary", "ssd_warning", sp.warning);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 namespace ssd {
 
@@ -19,6 +20,9 @@ Stat mean_stddev(const std::vector<double>& values) {
 }
 
 namespace {
+
+std::string degeneration_warning(const std::vector<RoundRecord>& rounds,
+                                 const SpeculationSummary& sp);
 
 double ratio(double a, double b) {
   return b > 0 ? a / b : 0.0;
@@ -66,6 +70,39 @@ void summarize_cache(const std::vector<RoundRecord>& rounds, SpeculationSummary&
   const double mean_verify = ratio(verify, double(verifies));
   sp.t_p = ratio(ratio(build, double(builds)), mean_verify);
   sp.t_b = ratio(ratio(fallback, double(fallbacks)), mean_verify);
+  sp.warning = degeneration_warning(rounds, sp);
+}
+
+}  // namespace
+
+namespace {
+
+std::string degeneration_warning(const std::vector<RoundRecord>& rounds,
+                                 const SpeculationSummary& sp) {
+  int64_t looked = 0, no_cache = 0;
+  for (const RoundRecord& r : rounds)
+    if (r.outcome_hit >= 0) {
+      looked += 1;
+      no_cache += r.budget == 0 ? 1 : 0;
+    }
+  char line[400];
+  if (looked >= 10 && 2 * no_cache > looked) {
+    std::snprintf(line, sizeof(line),
+                  "SSD degenerated: the cache budget was 0 in %.0f%% of rounds, so they ran on "
+                  "the fallback alone (no branch step paid for itself against the "
+                  "verification); try a fixed --budget N, or a cheaper draft",
+                  100.0 * double(no_cache) / double(looked));
+    return line;
+  }
+  if (sp.lookups >= 30 && sp.p_hit < 0.03) {
+    std::snprintf(line, sizeof(line),
+                  "SSD degenerated: p_hit %.3f over %lld lookups, the cache almost never held "
+                  "the outcome; try a larger --budget, --fanout geometric, or --saguaro-c < 1 "
+                  "with a sampling draft",
+                  sp.p_hit, (long long)sp.lookups);
+    return line;
+  }
+  return "";
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Mean and standard deviation over repetitions: the figures a result row shows.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "ssd/records.h"
@@ -32,6 +33,9 @@ struct SpeculationSummary {
   int64_t lookups = 0, hits = 0;
   double p_hit = 0, p_hit_primary = 0, p_hit_backup = 0;
   double e_hit = 0, e_miss = 0, t_p = 0, t_b = 0;
+  // One line when SSD degenerated into its fallback (a cache budget of 0 in most rounds, or
+  // hardly any hits), with the reason and the flag to try; empty otherwise.
+  std::string warning;
 };
 
 struct RunSummary {

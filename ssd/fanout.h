@@ -54,11 +54,11 @@ std::vector<int> geometric_fanout(int K, int budget, double acceptance, double r
 std::vector<int> resolve_fanout(const FanoutSpec& spec, int K, int budget, double acceptance,
                                 double r);
 
-// --budget auto: the largest total fan-out per sequence B such that the glue step and K branch
-// steps, each over rows * B rows costing step_a + step_b * rows * B seconds, finish within 90%
-// of the verification window (the slack absorbs timing noise). 0 when even one branch row
-// does not fit; clamped to [0, max_budget]. Used by SaguaroDrafter on its online estimates and
-// by `ssd-bench characterize` on measured step times, so both report the same budget.
+// The verification window's budget: the largest total fan-out per sequence B such that the
+// glue step and K branch steps, each over rows * B rows costing step_a + step_b * rows * B
+// seconds, finish within 90% of the verification window (the slack absorbs timing noise). 0
+// when even one branch row does not fit; clamped to [0, max_budget]. `ssd-bench
+// characterize` reports it; --budget auto (ssd/budget.h) may spend more when that pays.
 int window_fanout_budget(double window_s, double glue_s, double step_a, double step_b, int K,
                          int rows, int max_budget);
 

@@ -30,7 +30,7 @@ SPEC_SUMMARY_ATTRS = ["rounds", "drafted_tokens", "accepted_tokens", "mean_accep
                       "acceptance_rate", "per_position_acceptance",
                       "acceptance_length_histogram", "t_sd", "draft_time_s", "verify_time_s"]
 SSD_SUMMARY_ATTRS = ["cache_lookups", "cache_hits", "p_hit", "p_hit_primary", "p_hit_backup",
-                     "e_hit", "e_miss", "t_p", "t_b"]
+                     "e_hit", "e_miss", "t_p", "t_b", "ssd_warning"]
 
 # /rounds `source` values.
 SOURCE_FIRST, SOURCE_HIT, SOURCE_PRIMARY, SOURCE_BACKUP = 0, 1, 2, 3

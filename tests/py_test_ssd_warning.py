@@ -1,0 +1,79 @@
+#!/usr/bin/python3
+"""SSD that degenerates into its fallback says so: one '# Warning:' line on the console and the
+/summary attribute ssd_warning, naming the reason and the flag to try; a healthy run (and the
+demo's SSD configuration, sweeps/fig7-speedup.toml) has neither."""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import h5py
+
+ARGS = None
+TINY = ["--target", "synthetic:tiny-llama", "--draft", "synthetic:tiny-llama-other",
+        "--num-prompts", "4", "--prompt-len", "6", "--max-new-tokens", "64", "--ignore-eos",
+        "--threads", "1", "--reps", "1", "--warmup", "0", "-k", "3", "--fanout", "uniform:1",
+        "--seed", "4"]
+# sweeps/fig7-speedup.toml's SSD run, shortened.
+DEMO = ["--target", "synthetic:llama-124m", "--draft", "synthetic:llama-12m", "--outcomes",
+        "synthetic:alpha=0.8,r=0.6", "--max-new-tokens", "64", "--num-prompts", "1",
+        "--prompt-len", "32", "--threads", "1", "--warmup", "0", "--reps", "1", "--ignore-eos",
+        "-k", "4", "--fanout", "geometric", "--budget", "auto", "--fallback", "auto"]
+
+
+def run_ssd(name, flags):
+    path = os.path.join(ARGS.work, name + ".h5")
+    with tempfile.TemporaryDirectory(prefix="ompi-") as session:
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   OMPI_MCA_orte_tmpdir_base=session)
+        proc = subprocess.run([ARGS.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", "2",
+                               ARGS.ssd_bench, "--mode", "ssd", *flags, "--out", path],
+                              capture_output=True, text=True, timeout=300, env=env)
+    if proc.returncode != 0:
+        raise AssertionError(f"{name}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    warnings = [l for l in proc.stdout.splitlines() if l.startswith("# Warning:")]
+    with h5py.File(path, "r") as f:
+        attr = f["/summary"].attrs["ssd_warning"]
+        p_hit = float(f["/summary"].attrs["p_hit"])
+    return warnings, attr.decode() if isinstance(attr, bytes) else str(attr), p_hit
+
+
+class Degeneration(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        shutil.rmtree(ARGS.work, ignore_errors=True)
+        os.makedirs(ARGS.work)
+
+    def test_hardly_any_hit_warns(self):
+        # r = 0.01: a one-token cache hits with probability 1 - 2^-0.01 = 0.7%.
+        warnings, attr, p_hit = run_ssd(
+            "no_hits", [*TINY, "--outcomes", "synthetic:alpha=0.8,r=0.01"])
+        self.assertLess(p_hit, 0.03)
+        self.assertEqual(len(warnings), 1, warnings)
+        self.assertIn("p_hit", warnings[0])
+        self.assertIn("--budget", warnings[0])
+        self.assertEqual(warnings[0], "# Warning: " + attr)
+
+    def test_healthy_run_is_silent(self):
+        warnings, attr, p_hit = run_ssd("hits", [*TINY, "--outcomes", "synthetic:alpha=0.8,r=1"])
+        self.assertGreater(p_hit, 0.3)
+        self.assertEqual(warnings, [])
+        self.assertEqual(attr, "")
+
+    def test_demo_is_silent(self):
+        warnings, attr, p_hit = run_ssd("demo", DEMO)
+        print(f"\n  demo SSD: p_hit {p_hit:.3f}", end="", flush=True)
+        self.assertEqual(warnings, [])
+        self.assertEqual(attr, "")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ssd-bench", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--mpiexec", default=shutil.which("mpiexec") or "mpiexec")
+    ARGS, rest = parser.parse_known_args()
+    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)

@@ -1,0 +1,140 @@
+// --budget auto (ssd/budget.h): the budget of highest predicted rate under Corollary 16, with
+// known answers, and the warning a run gets when SSD degenerates into its fallback.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "harness/summary.h"
+#include "ssd/budget.h"
+#include "ssd/fanout.h"
+
+namespace ssd {
+namespace {
+
+TEST(PredictBudgets, KnownAnswerForOneGuess) {
+  // K = 1, a = 0.5, r = 1: weights w_0 = w_1 = 0.5; the first unit goes to k = 0 (ties to the
+  // smaller k): p_hit = 0.5 (1 - 2^-1) = 0.25. E_hit = 1 + a = 1.5.
+  BudgetInputs in;
+  in.lookahead = 1;
+  in.rows = 2;
+  in.max_budget = 1;
+  in.verify_s = 1.0;
+  in.glue_s = 0.1;
+  in.step_a_s = 0.2;
+  in.step_b_s = 0.05;
+  in.acceptance = 0.5;
+  in.r = 1.0;
+  in.primary_fallback_s = 0.4;
+  in.backup_fallback_allowed = false;
+  const std::vector<BudgetPrediction> p = predict_budgets(in);
+  ASSERT_EQ(p.size(), 2u);
+  // Budget 0: every row misses; the round is max(1, 0.1) + 0.4.
+  EXPECT_DOUBLE_EQ(p[0].p_hit, 0.0);
+  EXPECT_DOUBLE_EQ(p[0].round_s, 1.4);
+  EXPECT_DOUBLE_EQ(p[0].tokens_per_s, 2 * 1.5 / 1.4);
+  // Budget 1: build 0.1 + 1 * (0.2 + 0.05 * 2 rows) = 0.4 < 1; some row misses with
+  // probability 1 - 0.25^2.
+  EXPECT_DOUBLE_EQ(p[1].p_hit, 0.25);
+  EXPECT_DOUBLE_EQ(p[1].build_s, 0.4);
+  EXPECT_DOUBLE_EQ(p[1].round_s, 1.0 + (1 - 0.0625) * 0.4);
+  EXPECT_DOUBLE_EQ(p[1].tokens_per_s, 2 * 1.5 / p[1].round_s);
+  EXPECT_EQ(best_budget(in).budget, 1);
+}
+
+TEST(PredictBudgets, HitRatesAreThoseOfTheOptimalShapes) {
+  BudgetInputs in;
+  in.lookahead = 4;
+  in.max_budget = 40;
+  in.verify_s = 1.0;
+  in.acceptance = 0.8;
+  in.r = 0.6;
+  const std::vector<BudgetPrediction> p = predict_budgets(in);
+  for (int b = 0; b <= 40; ++b)
+    EXPECT_NEAR(p[b].p_hit, expected_hit_rate(geometric_fanout(4, b, 0.8, 0.6), 0.8, 0.6), 1e-12)
+        << b;
+}
+
+// A draft step that does not fit the verification window: the old rule (the most fan-out that
+// hides in the window) gave 0, i.e. SSD without a cache. A build longer than the verification
+// still pays when it saves the just-in-time draft: the new rule spends it.
+TEST(BestBudget, PaysForABuildLongerThanTheVerification) {
+  BudgetInputs in;
+  in.lookahead = 4;
+  in.rows = 1;
+  in.max_budget = 64;
+  in.verify_s = 1.0;
+  in.glue_s = 0.1;
+  in.step_a_s = 0.5;  // one branch step is half a verification: K of them never fit
+  in.step_b_s = 0.01;
+  in.acceptance = 0.8;
+  in.r = 2.0;
+  in.primary_fallback_s = 4 * 0.51;  // K just-in-time steps of one row
+  in.backup_fallback_allowed = false;
+  ASSERT_EQ(window_fanout_budget(in.verify_s, in.glue_s, in.step_a_s, in.step_b_s, 4, 1, 64), 0);
+  const std::vector<BudgetPrediction> all = predict_budgets(in);
+  const BudgetPrediction best = best_budget(in);
+  EXPECT_GT(best.budget, 0);
+  EXPECT_GT(best.build_s, in.verify_s);
+  EXPECT_GT(best.tokens_per_s, all[0].tokens_per_s);
+  for (const BudgetPrediction& p : all) EXPECT_LE(p.tokens_per_s, best.tokens_per_s);
+}
+
+TEST(BestBudget, ZeroWhenNoCachePaysForItself) {
+  // Branch steps cost ten verifications and a miss costs nothing (a free backup as good as
+  // the primary): a cache can only slow the round down.
+  BudgetInputs in;
+  in.lookahead = 3;
+  in.verify_s = 1.0;
+  in.step_a_s = 10.0;
+  in.acceptance = 0.7;
+  in.r = 0.5;
+  in.primary_fallback_allowed = false;
+  in.backup_fallback_s = 0.0;
+  in.e_miss_backup = 1 + 0.7 + 0.49 + 0.343;
+  EXPECT_EQ(best_budget(in).budget, 0);
+}
+
+TEST(BestBudget, FreeBranchesFillTheCapacity) {
+  BudgetInputs in;
+  in.lookahead = 3;
+  in.max_budget = 25;
+  in.verify_s = 1.0;
+  in.primary_fallback_s = 0.5;
+  EXPECT_EQ(best_budget(in).budget, 25);
+}
+
+RunRecords ssd_rounds(int n, int budget, int hits) {
+  RunRecords records;
+  records.reps.push_back({});
+  for (int i = 0; i < n; ++i) {
+    RoundRecord r;
+    r.round = i;
+    r.drafted = 3;
+    r.source = i == 0 ? 0 : 2;
+    r.outcome_hit = i < hits ? 1 : 0;
+    r.budget = budget;
+    r.fanout = {1, 1, 1, 1};
+    r.verify_s = 0.01;
+    records.rounds.push_back(r);
+  }
+  return records;
+}
+
+TEST(DegenerationWarning, BudgetZeroInMostRounds) {
+  const std::string w = summarize(ssd_rounds(40, 0, 0), true).speculation.warning;
+  EXPECT_NE(w.find("budget was 0 in 100% of rounds"), std::string::npos) << w;
+  EXPECT_NE(w.find("--budget"), std::string::npos) << w;
+}
+
+TEST(DegenerationWarning, HardlyAnyHit) {
+  const std::string w = summarize(ssd_rounds(100, 4, 2), true).speculation.warning;
+  EXPECT_NE(w.find("p_hit 0.020"), std::string::npos) << w;
+}
+
+TEST(DegenerationWarning, SilentWhenTheCacheWorks) {
+  EXPECT_EQ(summarize(ssd_rounds(100, 4, 40), true).speculation.warning, "");
+  EXPECT_EQ(summarize(ssd_rounds(5, 0, 0), true).speculation.warning, "");  // too few to say
+}
+
+}  // namespace
+}  // namespace ssd

@@ -112,7 +112,8 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
                  "real, verification outcomes are drawn per speculation source (acceptance A "
                  "per token, bonus rank law P(rank > F) = (F+1)^-R; after a backup round AB and "
                  "RB: a random token is accepted with probability ~1/vocab, so AB defaults to 0 "
-                 "for --backup random and must be given for ngram; RB defaults to R)")
+                 "for --backup random and must be given for ngram; RB defaults to "
+                 "log2(1/(1-A)), so that the draft's top guess is the bonus with probability A)")
       ->group(decoding)
       ->capture_default_str();
   const std::string ranks = "Ranks";

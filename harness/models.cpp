@@ -1,5 +1,6 @@
 #include "harness/models.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -119,7 +120,10 @@ OutcomeModel outcome_model(const RunConfig& c) {
     }
   }
   if (!have_alpha || !have_r) throw InputError(expected);
-  if (!have_r_b) m.r_backup = m.r;
+  // After a backup round (k = 0 nearly always) the bonus is the target's own next token, not a
+  // residual: the draft's top candidate is it about as often as a draft token is accepted,
+  // so by default P(rank <= 1) = 1 - 2^-RB = A.
+  if (!have_r_b) m.r_backup = std::clamp(-std::log2(1.0 - std::min(m.alpha, 0.999999)), 0.01, 64.0);
   // A uniformly random token matches the target's choice with probability ~1/vocab: the
   // random backup's acceptance is 0 unless the user says otherwise. An n-gram backup's depends
   // on how repetitive the text is, which nothing here can know.

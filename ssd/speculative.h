@@ -20,7 +20,9 @@ namespace ssd {
 // cache always misses; see ssd/fanout.h). A backup speculation (SSD's fallback) uses AB and RB
 // instead: a uniformly random token is accepted with probability about 1/vocab, so AB = 0 for
 // --backup random unless given; an n-gram backup's acceptance depends on the text and must be
-// given. RB defaults to R.
+// given. After a backup round the bonus is the target's own next token rather than a residual,
+// which the draft's top candidate matches about as often as it would be accepted, so RB
+// defaults to log2(1 / (1 - A)): P(rank <= 1) = A.
 struct OutcomeModel {
   bool synthetic = false;
   double alpha = 0.8;

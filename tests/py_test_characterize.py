@@ -169,7 +169,7 @@ class Characterize(unittest.TestCase):
                            "--context", "48", "--out", path)
         for title in ("# memory bandwidth", "# GEMM", "# target all-reduce over 2 ranks",
                       "# draft<->target point to point", "# forward passes",
-                      "# largest fan-out budget"):
+                      "# largest hidden fan-out budget"):
             self.assertIn(title, proc.stdout)
         with h5py.File(path) as f:
             self.check_common(f, ranks=3, K=K, b=b)

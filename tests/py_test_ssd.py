@@ -11,7 +11,7 @@
 3. Synthetic outcomes (--outcomes synthetic:alpha=A,r=R[,alpha_b=AB,r_b=RB]) are faithful
    per speculation source: the acceptance rate, per-position acceptance and cache hit rate of
    primary-drafted rounds match A and R, those of backup rounds AB (0 for random tokens) and
-   RB, and every looked-up outcome's hit is exactly 1 <= bonus_rank <= F_k.
+   RB (default log2(1/(1-A))), and every looked-up outcome's hit is exactly 1 <= bonus_rank <= F_k.
 4. The /rounds records and the /summary SSD attributes agree with each other and with the
    algorithm (sources, fallbacks, fan-out budgets).
 5. Bad SSD flags get one "ssd-bench: error:" line naming the flag, and exit status 2."""
@@ -489,10 +489,12 @@ class SyntheticOutcomes(unittest.TestCase):
                 if fallback == "primary":
                     self.assertFalse(from_backup.any(), name)
                     continue
-                # Backup rounds follow AB (0 for random tokens: ~1/vocab) and RB (default R).
+                # Backup rounds follow AB (0 for random tokens: ~1/vocab) and RB (default
+                # log2(1/(1-A)): the draft's top guess is the bonus with probability A).
                 self.check_acceptance(f"{name} backup-drafted", 0.0 if ab is None else ab,
                                       rounds["accepted"][from_backup], least=100)
-                self.check_ranks(name, rounds, from_backup, f, r if rb is None else rb)
+                self.check_ranks(name, rounds, from_backup, f,
+                                 math.log2(1 / (1 - a)) if rb is None else rb)
 
     def test_sd(self):
         for name, (mode, a, r, f, fallback, backup, ab, rb) in self.CASES.items():

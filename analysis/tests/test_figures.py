@@ -75,7 +75,7 @@ class Figure3Fanout(unittest.TestCase):
         names, fits, text = self.draw([ssd_run(ranks, "synthetic:a"),
                                        ssd_run([1] * 40, "synthetic:b")])
         self.assertEqual(len(names), 2)
-        self.assertRegex(names[0], r"^a/.*: r=0\.[78]\d \(n=400\)$")
+        self.assertRegex(names[0], r"^a/.*: r=0\.[78]\d, paper's F\^-r slope 0\.\d\d \(n=400\)$")
         self.assertIn("no misses at any fan-out", names[1])
         self.assertEqual(len(fits), 1)
         self.assertFalse(text)

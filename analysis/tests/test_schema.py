@@ -58,7 +58,8 @@ def summary_of(mode, rd):
              acceptance_length_histogram=np.bincount(np.minimum(acc, K), minlength=K + 1),
              t_sd=rd["draft_time_s"].sum() / rd["verify_time_s"].sum(),
              draft_time_s=float(rd["draft_time_s"].sum()),
-             verify_time_s=float(rd["verify_time_s"].sum()))
+             verify_time_s=float(rd["verify_time_s"].sum()),
+             clock_span_s=float(rd["end_s"].max()) if len(rd["end_s"]) else 0.0)
     if mode == "ssd":
         src, hit = rd["source"], rd["outcome_hit"]
         looked = hit >= 0
@@ -69,7 +70,8 @@ def summary_of(mode, rd):
                  p_hit=mean(hit[looked]), p_hit_primary=mean(hit[looked & ~backup]),
                  p_hit_backup=mean(hit[backup]), e_hit=1 + mean(acc[src == S.SOURCE_HIT]),
                  e_miss=1 + mean(acc[miss]), t_p=rd["cache_build_time_s"][looked].mean() / v,
-                 t_b=rd["fallback_time_s"][miss].mean() / v if miss.any() else 0.0)
+                 t_b=rd["fallback_time_s"][miss].mean() / v if miss.any() else 0.0,
+                 ssd_warning="")
     return s
 
 
@@ -159,6 +161,15 @@ class SchemaChecks(unittest.TestCase):
         found = self.problems(self.write("sd", rd))
         self.assertEqual(len(found), 1, found)
         self.assertIn("not 2 on every SD round", found[0])
+
+    def test_timestamps_outside_the_clock_are_reported(self):
+        rd = ssd_rounds(sources=[0, 1, 2, 1], outcomes=[1, 0, 1, -1], accepted=[2, 3, 1, 0])
+        for c in ("draft_start_s", "draft_end_s"):  # the draft's times on another clock
+            rd[c] = rd[c] + 1000.0
+        found = self.problems(self.write("ssd", rd))
+        self.assertEqual(len(found), 2, found)
+        self.assertIn("/rounds/draft_start_s spans", found[0])
+        self.assertIn("/rounds/draft_end_s spans", found[1])
 
     def test_nan_where_defined_is_reported(self):
         rd = ssd_rounds(sources=[0, 1, 2, 1], outcomes=[1, 0, 1, -1], accepted=[2, 3, 1, 0])

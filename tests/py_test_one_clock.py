@@ -3,16 +3,16 @@
 /rounds start_s, end_s, draft_start_s, draft_end_s) is in seconds since the run's clock zero and
 lies in [0, /summary clock_span_s], on every rank. (AR once wrote steady_clock minus the MPI
 clock, so its file started at ~1000 s while SD's started at ~2 s.)"""
-import argparse
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 import unittest
 
 import h5py
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpi_run  # noqa: E402
 
 ARGS = None
 COMMON = ["--target", "synthetic:tiny-llama", "--num-prompts", "2", "--prompt-len", "5",
@@ -28,15 +28,6 @@ TIME_COLUMNS = {"steps": ["start_s"], "rounds": ["start_s", "end_s", "draft_star
                                                  "draft_end_s"]}
 
 
-def launch(ranks, flags):
-    with tempfile.TemporaryDirectory(prefix="ompi-") as session:
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   OMPI_MCA_orte_tmpdir_base=session)
-        cmd = [ARGS.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(ranks),
-               ARGS.ssd_bench, *flags]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
-
-
 class OneClock(unittest.TestCase):
     def test_every_timestamp_is_within_the_run(self):
         shutil.rmtree(ARGS.work, ignore_errors=True)
@@ -44,7 +35,7 @@ class OneClock(unittest.TestCase):
         for name, (ranks, flags) in RUNS.items():
             with self.subTest(run=name):
                 path = os.path.join(ARGS.work, name + ".h5")
-                proc = launch(ranks, [*COMMON, *flags, "--out", path])
+                proc = mpi_run.launch(ARGS, ranks, [*COMMON, *flags, "--out", path])
                 self.assertEqual(proc.returncode, 0, f"{name}: {proc.stdout}{proc.stderr}")
                 with h5py.File(path, "r") as f:
                     span = float(f["/summary"].attrs["clock_span_s"])
@@ -69,9 +60,4 @@ class OneClock(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ssd-bench", required=True)
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--mpiexec", default=shutil.which("mpiexec") or "mpiexec")
-    ARGS, rest = parser.parse_known_args()
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    mpi_run.main(sys.modules[__name__])

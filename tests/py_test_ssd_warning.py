@@ -2,15 +2,15 @@
 """SSD that degenerates into its fallback says so: one '# Warning:' line on the console and the
 /summary attribute ssd_warning, naming the reason and the flag to try; a healthy run (and the
 demo's SSD configuration, sweeps/fig7-speedup.toml) has neither."""
-import argparse
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 import unittest
 
 import h5py
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpi_run  # noqa: E402
 
 ARGS = None
 TINY = ["--target", "synthetic:tiny-llama", "--draft", "synthetic:tiny-llama-other",
@@ -26,12 +26,7 @@ DEMO = ["--target", "synthetic:llama-124m", "--draft", "synthetic:llama-12m", "-
 
 def run_ssd(name, flags):
     path = os.path.join(ARGS.work, name + ".h5")
-    with tempfile.TemporaryDirectory(prefix="ompi-") as session:
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   OMPI_MCA_orte_tmpdir_base=session)
-        proc = subprocess.run([ARGS.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", "2",
-                               ARGS.ssd_bench, "--mode", "ssd", *flags, "--out", path],
-                              capture_output=True, text=True, timeout=300, env=env)
+    proc = mpi_run.launch(ARGS, 2, ["--mode", "ssd", *flags, "--out", path])
     if proc.returncode != 0:
         raise AssertionError(f"{name}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     warnings = [l for l in proc.stdout.splitlines() if l.startswith("# Warning:")]
@@ -71,9 +66,4 @@ class Degeneration(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ssd-bench", required=True)
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--mpiexec", default=shutil.which("mpiexec") or "mpiexec")
-    ARGS, rest = parser.parse_known_args()
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    mpi_run.main(sys.modules[__name__])

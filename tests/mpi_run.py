@@ -1,0 +1,31 @@
+"""Shared by the Python tests that launch ssd-bench under mpiexec: the command line every such
+test takes (tests/CMakeLists.txt passes --ssd-bench, --work and --mpiexec), and one launch."""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+
+def main(module):
+    """Parses --ssd-bench, --work and --mpiexec into module.ARGS and runs its unittests."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ssd-bench", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--mpiexec", default=shutil.which("mpiexec") or "mpiexec")
+    module.ARGS, rest = parser.parse_known_args()
+    unittest.main(module=module, argv=[sys.argv[0], *rest], verbosity=2)
+
+
+def launch(args, ranks, flags, timeout=300):
+    """ssd-bench with `flags` on `ranks` ranks; returns the CompletedProcess. A private Open
+    MPI session directory per launch: launches at the same moment otherwise race to create
+    /tmp/ompi.HOST.UID."""
+    with tempfile.TemporaryDirectory(prefix="ompi-") as session:
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   OMPI_MCA_orte_tmpdir_base=session)
+        cmd = [args.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(ranks),
+               args.ssd_bench, *flags]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)

@@ -3,9 +3,11 @@
 // the context and sees the same context: the step does not get slower as the benchmark runs.
 //
 // Counters: tok_s (steps per second) and weight_BW (bytes one decode step must read: every
-// weight in the backend's format -- fp32 on cpu, bf16 on cuda -- except the unread rows of an
-// untied embedding table, per second). Compare weight_BW with the memory bandwidth that
-// `ssd-bench characterize` measures.
+// weight in the format it is kept in -- the benchmark's weight dtype on cpu, bf16 on cuda --
+// except the unread rows of an untied embedding table, per second). Compare weight_BW with the
+// read bandwidth that `ssd-bench characterize` measures.
+// Weight dtypes: SSD_BENCH_DTYPES, a comma-separated list of f32, bf16, auto (default
+// f32,bf16), as ssd-bench's --weight-dtype.
 //
 // Models: tiny-llama, llama-124m (0.5 GB fp32) and llama-3.2-1b (1.24B parameters, 4.9 GB
 // fp32). Synthetic weights are generated on first use of each model, which for llama-3.2-1b
@@ -75,7 +77,7 @@ std::string bench_backend() {
 // table is the LM head and is read whole), at the bytes per parameter the backend stores.
 double decode_bytes(const ssd::Model& m) {
   const ssd::ModelConfig& c = m.config;
-  const double per_param = double(m.backend->element_bytes());
+  const double per_param = double(ssd::dtype_size(m.weights.dtype));
   int64_t params = c.parameter_count();
   if (!c.tie_word_embeddings) params -= int64_t(c.vocab_size - 1) * c.hidden_size;
   return double(params) * per_param;
@@ -85,6 +87,7 @@ double decode_bytes(const ssd::Model& m) {
 // for; a new context length keeps the model and prefills a new cache.
 struct Loaded {
   std::string spec;
+  std::string dtype;
   int threads = 0;
   int context = 0;
   std::unique_ptr<ssd::Backend> backend;
@@ -109,18 +112,21 @@ struct Loaded {
   }
 };
 
-Loaded& load(const std::string& spec, int threads, int context) {
+Loaded& load(const std::string& spec, const std::string& dtype, int threads, int context) {
   static Loaded loaded;
-  if (loaded.backend && loaded.spec == spec && loaded.threads == threads) {
+  if (loaded.backend && loaded.spec == spec && loaded.dtype == dtype && loaded.threads == threads) {
     if (loaded.context == context) return loaded;
     loaded.release_cache();
   } else {
     loaded.release();
     std::unique_ptr<ssd::WeightSource> source = ssd::open_weight_source(spec, 0);
     loaded.spec = spec;
+    loaded.dtype = dtype;
     loaded.threads = threads;
     loaded.backend = ssd::make_backend(bench_backend(), threads, "invariant", "");
-    loaded.model = ssd::load_model(*source, *loaded.backend);
+    loaded.model =
+        ssd::load_model(*source, *loaded.backend, {}, nullptr,
+                        loaded.backend->weight_storage(ssd::resolve_weight_dtype(dtype, *source)));
   }
   loaded.context = context;
   loaded.cache = ssd::create_kv_cache(loaded.model, 1, context + 1);
@@ -136,8 +142,8 @@ Loaded& load(const std::string& spec, int threads, int context) {
   return loaded;
 }
 
-void bm_decode_step(benchmark::State& state, const std::string& spec) {
-  Loaded& m = load(spec, int(state.range(0)), int(state.range(1)));
+void bm_decode_step(benchmark::State& state, const std::string& spec, const std::string& dtype) {
+  Loaded& m = load(spec, dtype, int(state.range(0)), int(state.range(1)));
   ssd::ForwardBatch batch;
   batch.add_causal(0, m.cache.length[0], {m.next_token}, ssd::ForwardBatch::Logits::Last);
   ssd::forward(m.model, m.cache, batch, m.acts, m.logits);  // warm-up
@@ -151,7 +157,8 @@ void bm_decode_step(benchmark::State& state, const std::string& spec) {
   state.counters["weight_BW"] =
       benchmark::Counter(decode_bytes(m.model) * steps, benchmark::Counter::kIsRate,
                          benchmark::Counter::OneK::kIs1000);
-  state.SetLabel(spec + " on " + m.backend->device_name());
+  state.SetLabel(spec + " " + ssd::dtype_name(m.model.weights.dtype) + " on " +
+                 m.backend->device_name());
 }
 
 }  // namespace
@@ -172,11 +179,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   for (const std::string& preset : bench_models()) {
-    const std::string spec = "synthetic:" + preset;
-    auto* b = benchmark::RegisterBenchmark(("decode_step/" + preset).c_str(), bm_decode_step, spec);
-    b->ArgNames({"threads", "context"})->Unit(benchmark::kMillisecond)->UseRealTime();
-    for (int t : threads)
-      for (int c : contexts) b->Args({t, c});
+    for (const std::string& dtype : env_list("SSD_BENCH_DTYPES", "f32,bf16")) {
+      const std::string spec = "synthetic:" + preset;
+      auto* b = benchmark::RegisterBenchmark(("decode_step/" + preset + "/" + dtype).c_str(),
+                                             bm_decode_step, spec, dtype);
+      b->ArgNames({"threads", "context"})->Unit(benchmark::kMillisecond)->UseRealTime();
+      for (int t : threads)
+        for (int c : contexts) b->Args({t, c});
+    }
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -1,7 +1,9 @@
-// GEMM microbenchmarks: the batch-invariant kernel (what the forward pass uses) against OpenBLAS
-// sgemm, at a tiny test shape and at Llama-3.2-1B's linear shapes, for M = 1, 4, 16, 128 rows.
+// GEMM microbenchmarks: the batch-invariant kernel (what the forward pass uses) with fp32 and
+// bf16 weights, and OpenBLAS sgemm (fp32), at llama-124m's and Llama-3.2-1B's linear shapes,
+// for the row counts decoding uses: 1 (AR), 2, 4, 5 (K+1 = 5 verification), 8, 16 (batch x
+// (K+1), SSD branches), and 128 (prefill).
 //
-// Counters: FLOPS (2*M*in*out per call) and weight_BW (in*out*4 weight bytes per call), both
+// Counters: FLOPS (2*M*in*out per call) and weight_BW (in*out*element bytes per call), both
 // rates. Weights cycle through copies totalling >= 128 MiB (at most 64 copies) so that, as in
 // a real decode step, matrices larger than a few MiB are read from memory, not from L3.
 //
@@ -10,8 +12,10 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -19,7 +23,18 @@
 
 namespace {
 
-using GemmFn = void (*)(float*, const float*, const float*, int, int, int, int);
+// All kernels take the weights as raw bytes of their element type.
+using GemmFn = void (*)(float*, const float*, const void*, int, int, int, int);
+
+void invariant_f32(float* y, const float* x, const void* w, int rows, int in, int out, int t) {
+  ssd::matmul_invariant(y, x, static_cast<const float*>(w), rows, in, out, t);
+}
+void invariant_bf16(float* y, const float* x, const void* w, int rows, int in, int out, int t) {
+  ssd::matmul_invariant_bf16(y, x, static_cast<const uint16_t*>(w), rows, in, out, t);
+}
+void openblas_f32(float* y, const float* x, const void* w, int rows, int in, int out, int t) {
+  ssd::matmul_openblas(y, x, static_cast<const float*>(w), rows, in, out, t);
+}
 
 int bench_threads() {
   const char* env = std::getenv("SSD_BENCH_THREADS");
@@ -35,28 +50,41 @@ void fill(std::vector<float>& v, uint64_t seed) {
   }
 }
 
-// Weight copies for one [out, in] shape, made once and shared by every benchmark of the shape.
+// Weight copies for one [out, in] shape and element size, made once and shared by every
+// benchmark of the shape. bf16 copies hold the top halves of the fp32 values.
 struct WeightSet {
-  size_t stride = 0;
+  size_t stride = 0;  // bytes
   int copies = 1;
-  std::vector<float> data;
+  std::vector<uint8_t> data;
 };
 
-const WeightSet& weights_for(int in, int out) {
-  static std::map<std::pair<int, int>, WeightSet> cache;
-  WeightSet& set = cache[{in, out}];
+const WeightSet& weights_for(int in, int out, int element) {
+  static std::map<std::tuple<int, int, int>, WeightSet> cache;
+  WeightSet& set = cache[{in, out, element}];
   if (set.data.empty()) {
-    set.stride = (size_t(in) * out + 15) / 16 * 16;
-    const size_t bytes = set.stride * sizeof(float);
-    set.copies = int(std::min<size_t>(64, ((size_t(128) << 20) + bytes - 1) / bytes));
+    set.stride = (size_t(in) * out * element + 63) / 64 * 64;
+    set.copies = int(std::min<size_t>(64, ((size_t(128) << 20) + set.stride - 1) / set.stride));
+    std::vector<float> values(size_t(in) * out);
+    fill(values, uint64_t(in) * 131 + out);
     set.data.resize(set.stride * set.copies);
-    fill(set.data, uint64_t(in) * 131 + out);
+    for (int c = 0; c < set.copies; ++c) {
+      uint8_t* dst = set.data.data() + set.stride * c;
+      if (element == 4) {
+        std::memcpy(dst, values.data(), values.size() * 4);
+      } else {
+        for (size_t i = 0; i < values.size(); ++i) {
+          const uint16_t h = ssd::float_to_bf16(values[i]);
+          std::memcpy(dst + 2 * i, &h, 2);
+        }
+      }
+    }
   }
   return set;
 }
 
-void bm_gemm(benchmark::State& state, GemmFn fn, int rows, int in, int out, int threads) {
-  const WeightSet& w = weights_for(in, out);
+void bm_gemm(benchmark::State& state, GemmFn fn, int element, int rows, int in, int out,
+             int threads) {
+  const WeightSet& w = weights_for(in, out, element);
   std::vector<float> x(size_t(rows) * in), y(size_t(rows) * out);
   fill(x, 7);
   fn(y.data(), x.data(), w.data.data(), rows, in, out, threads);  // warm-up (thread pools)
@@ -72,7 +100,7 @@ void bm_gemm(benchmark::State& state, GemmFn fn, int rows, int in, int out, int 
       benchmark::Counter(2.0 * rows * in * out * calls, benchmark::Counter::kIsRate,
                          benchmark::Counter::OneK::kIs1000);
   state.counters["weight_BW"] =
-      benchmark::Counter(double(in) * out * sizeof(float) * calls, benchmark::Counter::kIsRate,
+      benchmark::Counter(double(in) * out * element * calls, benchmark::Counter::kIsRate,
                          benchmark::Counter::OneK::kIs1000);
   state.counters["copies"] = w.copies;
 }
@@ -85,20 +113,28 @@ int main(int argc, char** argv) {
     const char* name;
     int in, out;
   };
-  const Shape shapes[] = {{"tiny", 64, 64},        {"tiny", 64, 160},     // tiny-llama q/o, gate/up
-                          {"1b.qo", 2048, 2048},   {"1b.kv", 2048, 512},  // llama-3.2-1b attention
-                          {"1b.gate", 2048, 8192}, {"1b.down", 8192, 2048}};  // llama-3.2-1b MLP
-  const std::pair<const char*, GemmFn> kernels[] = {{"invariant", ssd::matmul_invariant},
-                                                    {"openblas", ssd::matmul_openblas}};
+  const Shape shapes[] = {{"124m.qo", 768, 768},     {"124m.kv", 768, 256},
+                          {"124m.gate", 768, 2048},  {"124m.down", 2048, 768},
+                          {"124m.head", 768, 32000}, {"1b.qo", 2048, 2048},
+                          {"1b.gate", 2048, 8192},   {"1b.down", 8192, 2048}};
+  struct Kernel {
+    const char* name;
+    GemmFn fn;
+    int element;
+  };
+  const Kernel kernels[] = {{"invariant_f32", invariant_f32, 4},
+                            {"invariant_bf16", invariant_bf16, 2},
+                            {"openblas_f32", openblas_f32, 4}};
   // Kernel-major order: after an OpenBLAS call its pthreads busy-wait for ~0.1 s, which would
   // slow an OpenMP kernel measured right after it when threads > 1.
-  for (const auto& [kernel, fn] : kernels) {
+  for (const Kernel& k : kernels) {
     for (const Shape& s : shapes) {
-      for (int rows : {1, 4, 16, 128}) {
-        const std::string name = std::string(kernel) + "/" + s.name + "/" + std::to_string(s.in) +
+      for (int rows : {1, 2, 4, 5, 8, 16, 128}) {
+        const std::string name = std::string(k.name) + "/" + s.name + "/" + std::to_string(s.in) +
                                  "x" + std::to_string(s.out) + "/M:" + std::to_string(rows) +
                                  "/threads:" + std::to_string(threads);
-        benchmark::RegisterBenchmark(name.c_str(), bm_gemm, fn, rows, s.in, s.out, threads)
+        benchmark::RegisterBenchmark(name.c_str(), bm_gemm, k.fn, k.element, rows, s.in, s.out,
+                                     threads)
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
       }

@@ -174,24 +174,34 @@ int run_characterize(const Cli& cli) {
   Backend& backend = *backend_owner;
   std::unique_ptr<AllReduce> all_reduce;
   std::optional<Model> target_model, draft_model;
-  ModelSummary target_summary{c.target, target_source->describe(), target_source->config(), 0, 0};
+  const DType target_dtype =
+      backend.weight_storage(resolve_weight_dtype(c.weight_dtype, *target_source));
+  ModelSummary target_summary{c.target,    target_source->describe(), target_source->config(), 0, 0,
+                              target_dtype};
   std::optional<ModelSummary> draft_summary;
   if (has_draft)
-    draft_summary = ModelSummary{c.draft, draft_source->describe(), draft_source->config(), 0, 0};
+    draft_summary =
+        ModelSummary{c.draft,
+                     draft_source->describe(),
+                     draft_source->config(),
+                     0,
+                     0,
+                     backend.weight_storage(resolve_weight_dtype(c.weight_dtype, *draft_source))};
   run_collectively(MPI_COMM_WORLD, [&] {
     if (is_target) {
       all_reduce = make_all_reduce(backend, layout.group);
       if (c.forward) {
         const double start = MPI_Wtime();
-        target_model = load_model(*target_source, backend,
-                                  Shard{layout.group_rank, layout.target_tp}, all_reduce.get());
+        target_model =
+            load_model(*target_source, backend, Shard{layout.group_rank, layout.target_tp},
+                       all_reduce.get(), target_summary.weight_dtype);
         target_summary.load_s = MPI_Wtime() - start;
         target_summary.weight_bytes = target_model->weights.bytes;
       }
     }
     if (holds && c.forward) {
       const double start = MPI_Wtime();
-      draft_model = load_model(*draft_source, backend);
+      draft_model = load_model(*draft_source, backend, {}, nullptr, draft_summary->weight_dtype);
       draft_summary->load_s = MPI_Wtime() - start;
       draft_summary->weight_bytes = draft_model->weights.bytes;
     }
@@ -234,8 +244,9 @@ int run_characterize(const Cli& cli) {
   });
   run_collectively(MPI_COMM_WORLD, [&] {
     auto add = [&](const char* model, const std::vector<LinearShape>& shapes,
-                   const std::vector<GemmRows>& rows) {
-      for (GemmResult& g : measure_gemms(backend, model, shapes, rows, c.min_time, c.threads)) {
+                   const std::vector<GemmRows>& rows, DType storage) {
+      for (GemmResult& g :
+           measure_gemms(backend, model, shapes, rows, c.min_time, c.threads, storage)) {
         g.rank = layout.world_rank;
         g.kernel = c.gemm;
         mine.gemm.push_back(g);
@@ -243,9 +254,11 @@ int run_characterize(const Cli& cli) {
     };
     if (is_target)
       add("target", target_shapes,
-          gemm_rows({{b, "decode"}, {b * (K + 1), "verify"}, {c.rows, "prefill"}}, {}));
+          gemm_rows({{b, "decode"}, {b * (K + 1), "verify"}, {c.rows, "prefill"}}, {}),
+          target_summary.weight_dtype);
     if (holds)
-      add("draft", draft_shapes, gemm_rows({{b, "decode"}, {b * (K + 1), "glue"}}, c.branch_rows));
+      add("draft", draft_shapes, gemm_rows({{b, "decode"}, {b * (K + 1), "glue"}}, c.branch_rows),
+          draft_summary->weight_dtype);
   });
   if (is_target && layout.target_tp > 1) {
     auto rows =
@@ -277,8 +290,14 @@ int run_characterize(const Cli& cli) {
       forwards.insert(forwards.end(), r.forward.begin(), r.forward.end());
     report.window = verification_window(forwards, K, b);
     const MemoryResult& memory = report.ranks.front().memory;
-    report.decode_bytes = linear_bytes(target_shapes, int(memory.element_bytes));
-    report.ar_bound_tok_s = b * memory.gbps * 1e9 / report.decode_bytes;
+    // A decode step only reads its weights: on the host, many independent read streams are
+    // its ceiling (copy bandwidth also counts the writes, which a decode step does not make).
+    report.target_dtype = target_summary.weight_dtype;
+    report.decode_bytes = linear_bytes(target_shapes, int(dtype_size(report.target_dtype)));
+    const bool host = backend.weights_in_host_memory() && report.host_read;
+    report.bound_gbps = host ? report.host_read->gbps : memory.gbps;
+    report.bound_source = host ? "host read bandwidth" : "device copy bandwidth";
+    report.ar_bound_tok_s = b * report.bound_gbps * 1e9 / report.decode_bytes;
     for (const ForwardResult& f : forwards)
       if (f.model == "target" && f.kind == "ar") report.decode_ms = f.seconds * 1e3;
     out_of_bounds = print_tables(os, report);

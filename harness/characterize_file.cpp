@@ -118,6 +118,9 @@ void write_headline(ResultFile& f, const CharacterizeReport& r) {
     f.set_attr("/", "bandwidth_streams_per_thread", r.host_read->streams);
   }
   f.set_attr("/", "decode_bytes_per_token", r.decode_bytes);
+  f.set_attr("/", "target_weight_dtype", dtype_name(r.target_dtype));
+  f.set_attr("/", "ar_bound_gbps", r.bound_gbps);
+  f.set_attr("/", "ar_bound_bandwidth", r.bound_source);
   f.set_attr("/", "ar_bound_tok_s", r.ar_bound_tok_s);
   // Linear-layer GEMM time of one AR step on rank 0: count x time at the decode rows, a sliced
   // shape scaled to its full size.

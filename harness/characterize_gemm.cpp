@@ -1,5 +1,5 @@
 // GEMM throughput at a model's linear shapes through Backend::matmul, the call the forward pass
-// makes: weights uploaded with upload_weight (so they are in the backend's weight format), and
+// makes: weights uploaded with upload_weight_as (in the model's weight format), and
 // several copies cycled through so each call streams its weights from memory, as in a decode
 // step, instead of finding them in cache.
 #include <algorithm>
@@ -17,9 +17,10 @@ constexpr int kMaxCopies = 256;                       // bounds set-up for tiny 
 // The weight copies of one shape, released on every path out.
 class WeightCopies {
  public:
-  WeightCopies(Backend& backend, const std::vector<float>& host, int copies) : backend_(backend) {
+  WeightCopies(Backend& backend, const std::vector<float>& host, int copies, DType storage)
+      : backend_(backend) {
     for (int i = 0; i < copies; ++i)
-      buffers_.push_back(backend.upload_weight(host.data(), host.size()));
+      buffers_.push_back(backend.upload_weight_as(host.data(), host.size(), storage));
   }
   ~WeightCopies() {
     for (Buffer& b : buffers_) backend_.release(b);
@@ -61,9 +62,9 @@ std::vector<LinearShape> linear_shapes(const ModelConfig& c, int tp) {
 std::vector<GemmResult> measure_gemms(Backend& backend, const std::string& model,
                                       const std::vector<LinearShape>& shapes,
                                       const std::vector<GemmRows>& rows, double min_time,
-                                      int threads) {
+                                      int threads, DType storage) {
   std::vector<GemmResult> table;
-  const int elem = int(backend.element_bytes());
+  const int elem = int(dtype_size(backend.weight_storage(storage)));
   int max_rows = 1;
   for (const GemmRows& r : rows) max_rows = std::max(max_rows, r.rows);
   for (size_t si = 0; si < shapes.size(); ++si) {
@@ -76,7 +77,7 @@ std::vector<GemmResult> measure_gemms(Backend& backend, const std::string& model
     const size_t elements = size_t(s.in) * size_t(out_dim);
     const int copies = int(std::clamp<size_t>(
         (kRotationBytes + elements * elem - 1) / (elements * elem), 1, kMaxCopies));
-    WeightCopies weights(backend, random_floats(elements, 100 + si, threads), copies);
+    WeightCopies weights(backend, random_floats(elements, 100 + si, threads), copies, storage);
     const std::vector<float> x_host = random_floats(size_t(max_rows) * s.in, 200 + si, threads);
     Buffer x = backend.alloc(x_host.size()), out = backend.alloc(size_t(max_rows) * out_dim);
     backend.from_host(x, 0, x_host.data(), x_host.size());

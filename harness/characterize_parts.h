@@ -124,10 +124,12 @@ struct GemmRows {
   int rows = 0;
   std::string purpose;
 };
+// Weights are uploaded as `storage` (the model's --weight-dtype), so element_bytes and GB/s
+// are those of the bytes a decode step really streams.
 std::vector<GemmResult> measure_gemms(Backend& backend, const std::string& model,
                                       const std::vector<LinearShape>& shapes,
                                       const std::vector<GemmRows>& rows, double min_time,
-                                      int threads);
+                                      int threads, DType storage);
 
 // Collective over `group` (the target TP group): one AllReduce::sum per size, 4 bytes to
 // max_bytes in steps of x4. Every rank returns the same rows.
@@ -188,9 +190,13 @@ struct CharacterizeReport {
   std::vector<RankResults> ranks;
   std::optional<HostReadResult> host_read;
   VerificationWindow window;
-  // The AR decode bound of rank 0's target shard: linear-layer weight bytes per step over its
-  // copy bandwidth, and the measured AR step against it.
-  double decode_bytes = 0.0, ar_bound_tok_s = 0.0, decode_ms = 0.0;
+  // The AR decode bound of rank 0's target shard: linear-layer weight bytes per step (at the
+  // target's weight dtype) over the bandwidth a decode step can use (bound_gbps: the host's
+  // many-stream read bandwidth when weights are in host memory, the device copy bandwidth on a
+  // GPU), and the measured AR step against it.
+  double decode_bytes = 0.0, ar_bound_tok_s = 0.0, decode_ms = 0.0, bound_gbps = 0.0;
+  std::string bound_source;  // which bandwidth bound_gbps is
+  DType target_dtype = DType::F32;
 };
 
 // Every resolved setting, as name = value pairs (console header, /config, config_json).

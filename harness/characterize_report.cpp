@@ -211,10 +211,10 @@ int print_tables(std::ostream& os, const CharacterizeReport& r) {
   if (positive(r.decode_bytes)) {
     const double bound_ms = 1e3 * c.batch_size / r.ar_bound_tok_s;
     os << format(
-        "# AR decode bound (rank 0's target shard): %s of linear weights per step at "
-        "%.2f GB/s = %.3f ms/step, %.2f tok/s",
-        human_bytes(r.decode_bytes).c_str(), r.ranks.front().memory.gbps, bound_ms,
-        r.ar_bound_tok_s);
+        "# AR decode bound (rank 0's target shard): %s of %s linear weights per step at "
+        "%.2f GB/s (%s; copy %.2f GB/s) = %.3f ms/step, %.2f tok/s",
+        human_bytes(r.decode_bytes).c_str(), dtype_name(r.target_dtype).c_str(), r.bound_gbps,
+        r.bound_source.c_str(), r.ranks.front().memory.gbps, bound_ms, r.ar_bound_tok_s);
     if (r.decode_ms > 0)
       os << format("; measured AR step %.3f ms = %.1f%% of the bound", r.decode_ms,
                    100.0 * bound_ms / r.decode_ms);

@@ -151,6 +151,14 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
       ->group(hardware)
       ->check(CLI::IsMember({"invariant", "openblas", "cublas"}))
       ->capture_default_str();
+  app.add_option("--weight-dtype", c.weight_dtype,
+                 "How weights are kept: auto (the checkpoint's dtype; synthetic models follow "
+                 "their config's torch_dtype, bf16 for the presets), f32 or bf16 (bf16 rounds an "
+                 "fp32 checkpoint to nearest even). The CPU widens bf16 to fp32 in registers: "
+                 "exact, half the bytes per token; CUDA keeps every weight in bf16")
+      ->group(hardware)
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
+      ->capture_default_str();
 
   app.add_option("-o,--out", c.out, "HDF5 result file")->group(output);
   app.add_flag("--overwrite", c.overwrite, "Replace an existing result file")->group(output);
@@ -205,6 +213,14 @@ void add_characterize_flags(CLI::App& app, CharacterizeConfig& c) {
   app.add_option("--gemm", c.gemm, "GEMM kernel, as for a run (invariant, openblas, cublas)")
       ->group(hardware)
       ->check(CLI::IsMember({"invariant", "openblas", "cublas"}))
+      ->capture_default_str();
+  app.add_option("--weight-dtype", c.weight_dtype,
+                 "How weights are kept: auto (the checkpoint's dtype; synthetic models follow "
+                 "their config's torch_dtype, bf16 for the presets), f32 or bf16 (bf16 rounds an "
+                 "fp32 checkpoint to nearest even). The CPU widens bf16 to fp32 in registers: "
+                 "exact, half the bytes per token; CUDA keeps every weight in bf16")
+      ->group(hardware)
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
       ->capture_default_str();
   app.add_option("-k,--lookahead", c.lookahead, "K: verification is K+1 rows per sequence")
       ->group(shape)
@@ -356,6 +372,7 @@ std::vector<std::pair<std::string, std::string>> describe(const RunConfig& c) {
       {"backend", c.backend},
       {"threads", str(c.threads)},
       {"gemm", c.gemm},
+      {"weight_dtype", c.weight_dtype},
       {"devices", c.devices.empty() ? "local rank" : c.devices},
       {"out", c.out.empty() ? "none" : c.out},
   };

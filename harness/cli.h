@@ -48,6 +48,7 @@ struct RunConfig {
   std::string devices;  // GPU per node-local rank, e.g. "0,1,2,3"; empty = the local rank
   int threads = 0;      // 0 = all cores
   std::string gemm = "invariant";
+  std::string weight_dtype = "auto";  // auto (the checkpoint's) | f32 | bf16
   // Output
   std::string out;  // HDF5 file; empty = none
   bool overwrite = false;
@@ -80,6 +81,7 @@ struct CharacterizeConfig {
   std::string devices;
   int threads = 0;  // 0 = the node's cores / its ranks
   std::string gemm = "invariant";
+  std::string weight_dtype = "auto";
   // The decoding shape
   int lookahead = 4;             // K: verification is K+1 rows per sequence
   int batch_size = 1;            // sequences per step

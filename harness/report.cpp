@@ -41,9 +41,18 @@ static void describe_model(std::ostream& out, const char* role, const ModelSumma
   out << "# " << role << ": " << m.description << ": " << c.model_type() << ", "
       << human_count(double(c.parameter_count())) << " parameters, " << c.num_hidden_layers
       << " layers, hidden " << c.hidden_size << ", heads " << c.num_attention_heads << "/"
-      << c.num_key_value_heads << ", vocab " << c.vocab_size << "; "
-      << human_bytes(4.0 * double(c.parameter_count())) << " in fp32"
+      << c.num_key_value_heads << ", vocab " << c.vocab_size << "; " << dtype_name(m.weight_dtype)
+      << " weights, " << human_bytes(weight_bytes_per_token(c, dtype_size(m.weight_dtype)))
+      << " read per token"
+      << (m.weight_bytes ? ", " + human_bytes(double(m.weight_bytes)) + " held by rank 0" : "")
       << (m.load_s > 0 ? fmt(", loaded in %.2f s", m.load_s) : "") << "\n";
+}
+
+double weight_bytes_per_token(const ModelConfig& c, size_t element) {
+  const double hidden = c.hidden_size;
+  const double per_layer = hidden * (c.q_dim() + 2.0 * c.kv_dim()) + double(c.q_dim()) * hidden +
+                           3.0 * hidden * c.intermediate_size;
+  return element * (c.num_hidden_layers * per_layer + double(c.vocab_size) * hidden);
 }
 
 void Report::header(const RunInfo& info, const RunConfig& config, const ModelSummary& target,

@@ -12,6 +12,7 @@
 #include "harness/cli.h"
 #include "harness/run_info.h"
 #include "harness/summary.h"
+#include "kernels/dtype.h"
 #include "model/config.h"
 
 namespace ssd {
@@ -22,7 +23,12 @@ struct ModelSummary {
   ModelConfig config;
   size_t weight_bytes = 0;  // held by this rank
   double load_s = 0.0;
+  DType weight_dtype = DType::F32;  // how the matrices are stored
 };
+
+// Bytes of weights a decode step of the whole model reads (every linear layer and the LM head;
+// the embedding is a row lookup unless it is the tied head) at `element` bytes per value.
+double weight_bytes_per_token(const ModelConfig& c, size_t element);
 
 class Report {
  public:

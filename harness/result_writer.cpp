@@ -21,6 +21,9 @@ void write_model(ResultFile& file, const std::string& group, const ModelSummary&
   file.set_attr(group, "config_json", model_config_to_json(m.config).dump());
   file.set_attr(group, "parameters", int64_t(m.config.parameter_count()));
   file.set_attr(group, "weight_bytes_rank0", int64_t(m.weight_bytes));
+  file.set_attr(group, "weight_dtype", dtype_name(m.weight_dtype));
+  file.set_attr(group, "weight_bytes_per_token",
+                weight_bytes_per_token(m.config, dtype_size(m.weight_dtype)));
 }
 
 void write_metadata(ResultFile& file, const std::vector<std::string>& argv, const RunInfo& info,

@@ -148,17 +148,23 @@ int run_benchmark(const Cli& cli) {
   std::unique_ptr<AllReduce> all_reduce;
   std::optional<Model> target_model, draft_model;
   double target_load_s = 0.0, draft_load_s = 0.0;
+  DType target_dtype = DType::F32, draft_dtype = DType::F32;
   run_collectively(MPI_COMM_WORLD, [&] {
+    target_dtype =
+        backend.weight_storage(resolve_weight_dtype(config.weight_dtype, *target_source));
+    if (draft_source)
+      draft_dtype =
+          backend.weight_storage(resolve_weight_dtype(config.weight_dtype, *draft_source));
     if (layout.role == Role::Target) {
       const double start = now_seconds();
       all_reduce = make_all_reduce(backend, layout.group);
       target_model = load_model(*target_source, backend, Shard{layout.group_rank, layout.target_tp},
-                                all_reduce.get());
+                                all_reduce.get(), target_dtype);
       target_load_s = now_seconds() - start;
     }
     if (holds_draft(config, layout)) {
       const double start = now_seconds();
-      draft_model = load_model(*draft_source, backend);
+      draft_model = load_model(*draft_source, backend, {}, nullptr, draft_dtype);
       draft_load_s = now_seconds() - start;
     }
   });
@@ -173,12 +179,17 @@ int run_benchmark(const Cli& cli) {
        layout.role_name() + (layout.is_run_leader() && draft_model ? " + draft" : ""), info.host,
        int(getpid()), backend_device_description(backend), config.threads});
   const ModelConfig& mc = target_source->config();
-  ModelSummary target{config.target, target_source->describe(), mc,
-                      target_model ? target_model->weights.bytes : 0, target_load_s};
+  ModelSummary target{config.target,
+                      target_source->describe(),
+                      mc,
+                      target_model ? target_model->weights.bytes : 0,
+                      target_load_s,
+                      target_dtype};
   std::optional<ModelSummary> draft;
   if (draft_source)
-    draft = ModelSummary{config.draft, draft_source->describe(), draft_source->config(),
-                         draft_model ? draft_model->weights.bytes : 0, draft_load_s};
+    draft = ModelSummary{config.draft,           draft_source->describe(),
+                         draft_source->config(), draft_model ? draft_model->weights.bytes : 0,
+                         draft_load_s,           draft_dtype};
   Report report(config.output_format, std::cout);
   if (layout.is_run_leader()) report.header(info, config, target, draft);
 

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/dtype.h"
+
 namespace ssd {
 
 // A handle to memory owned by a backend: host memory for the CPU backend, device memory for
@@ -15,6 +17,9 @@ namespace ssd {
 struct Buffer {
   void* data = nullptr;
   size_t count = 0;
+  // The stored element type, where the backend keeps weights in more than one (the CPU keeps
+  // each weight in the checkpoint's type); fp32 for everything else.
+  DType dtype = DType::F32;
 };
 
 // Which KV-cache slots each query row of an attention call may see. Row r belongs to cache
@@ -56,6 +61,16 @@ class Backend {
   virtual void release(Buffer& buffer) = 0;
   // Uploads a weight tensor given in fp32; the backend stores it in its weight format.
   virtual Buffer upload_weight(const float* host, size_t count) = 0;
+  // The same, asking for `storage` (the checkpoint's type, or --weight-dtype): a backend that
+  // keeps one weight format for everything ignores the request (see weight_storage).
+  virtual Buffer upload_weight_as(const float* host, size_t count, DType /*storage*/) {
+    return upload_weight(host, count);
+  }
+  // The type a weight requested as `storage` is actually kept in.
+  virtual DType weight_storage(DType storage) const { return storage; }
+  // Whether weights live in the host's memory, so that a decode step is bound by what the
+  // host's cores can read (a GPU backend's bound is its device memory).
+  virtual bool weights_in_host_memory() const { return true; }
   virtual void to_host(float* dst, const Buffer& src, size_t offset, size_t count) = 0;
   virtual void from_host(Buffer& dst, size_t offset, const float* src, size_t count) = 0;
   virtual void copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset,

@@ -5,8 +5,8 @@
 
 namespace ssd {
 
-Model load_model(WeightSource& source, Backend& backend, const Shard& shard,
-                 AllReduce* all_reduce) {
+Model load_model(WeightSource& source, Backend& backend, const Shard& shard, AllReduce* all_reduce,
+                 DType weight_storage) {
   Model m;
   m.config = source.config();
   m.shard = shard;
@@ -14,7 +14,7 @@ Model load_model(WeightSource& source, Backend& backend, const Shard& shard,
   m.all_reduce = shard.size > 1 ? all_reduce : nullptr;
   if (shard.size > 1 && !all_reduce)
     throw std::invalid_argument("load_model: a sharded model needs an all-reduce");
-  m.weights = load_weights(source, backend, shard);
+  m.weights = load_weights(source, backend, shard, weight_storage);
   const std::vector<float> inv_freq = rope_inv_freq(m.config);
   m.inv_freq = backend.upload_weight(inv_freq.data(), inv_freq.size());
   return m;

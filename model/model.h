@@ -25,7 +25,7 @@ struct Model {
 };
 
 Model load_model(WeightSource& source, Backend& backend, const Shard& shard = {},
-                 AllReduce* all_reduce = nullptr);
+                 AllReduce* all_reduce = nullptr, DType weight_storage = DType::F32);
 void release_model(Model& model);
 
 // Preallocated K/V for `sequences` sequences of `capacity` slots each, per layer. Slots

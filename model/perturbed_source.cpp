@@ -22,6 +22,7 @@ class PerturbedSource : public WeightSource {
            " noise-seed=" + std::to_string(seed_);
   }
   const ModelConfig& config() const override { return base_->config(); }
+  DType dtype() const override { return base_->dtype(); }
 
   // w' = w * (1 + sigma * z), z standard normal per element: relative noise, so every tensor
   // (norm weights included) is perturbed in proportion to its own scale.

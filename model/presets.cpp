@@ -72,7 +72,7 @@ ModelConfig small_llama(int hidden, int intermediate, int layers, int heads, int
   c.max_position_embeddings = 4096;
   c.bos_token_id = 1;
   c.eos_token_ids = {2};
-  c.torch_dtype = "float32";
+  c.torch_dtype = "bfloat16";  // like the Llama checkpoints they imitate
   return c;
 }
 

@@ -105,22 +105,6 @@ void convert_row(DType dtype, const uint8_t* src, float* dst, int64_t count) {
 
 }  // namespace
 
-std::string dtype_name(DType dtype) {
-  switch (dtype) {
-    case DType::F32:
-      return "F32";
-    case DType::BF16:
-      return "BF16";
-    case DType::F16:
-      return "F16";
-  }
-  throw std::logic_error("dtype_name: bad DType");
-}
-
-size_t dtype_size(DType dtype) {
-  return dtype == DType::F32 ? 4 : 2;
-}
-
 int64_t TensorInfo::elements() const {
   int64_t n = 1;
   for (int64_t dim : shape) n *= dim;
@@ -138,17 +122,6 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
   return out + "]";
-}
-
-float bf16_to_float(uint16_t bits) {
-  return std::bit_cast<float>(uint32_t(bits) << 16);
-}
-
-uint16_t float_to_bf16(float value) {
-  const uint32_t bits = std::bit_cast<uint32_t>(value);
-  if (std::isnan(value)) return uint16_t((bits >> 16) | 0x40);  // keep it a (quiet) NaN
-  const uint32_t rounding = 0x7fff + ((bits >> 16) & 1);        // ties go to the even value
-  return uint16_t((bits + rounding) >> 16);
 }
 
 float f16_to_float(uint16_t bits) {

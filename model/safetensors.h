@@ -11,11 +11,9 @@
 #include <string>
 #include <vector>
 
-namespace ssd {
+#include "kernels/dtype.h"
 
-enum class DType { F32, BF16, F16 };
-std::string dtype_name(DType dtype);  // "F32", "BF16", "F16"
-size_t dtype_size(DType dtype);
+namespace ssd {
 
 struct TensorInfo {
   std::string name;
@@ -118,8 +116,6 @@ struct TensorToWrite {
 };
 void write_safetensors(const std::string& path, const std::vector<TensorToWrite>& tensors);
 
-uint16_t float_to_bf16(float value);  // round to nearest even; NaN stays NaN
-float bf16_to_float(uint16_t bits);
-float f16_to_float(uint16_t bits);
+float f16_to_float(uint16_t bits);  // bf16 conversions: kernels/dtype.h
 
 }  // namespace ssd

@@ -62,6 +62,9 @@ class SafetensorsSource : public WeightSource {
 
   std::string describe() const override { return "safetensors:" + dir_; }
   const ModelConfig& config() const override { return config_; }
+  // The embedding's type: checkpoints store every matrix in one type (norms sometimes in
+  // fp32, which this does not look at).
+  DType dtype() const override { return checkpoint_.info("model.embed_tokens.weight").dtype; }
 
   std::vector<float> read(const std::string& name, const Slice& s) override {
     checked_shape(shapes_, name, s);
@@ -139,12 +142,16 @@ class SyntheticSource : public WeightSource {
   SyntheticSource(ModelConfig config, std::string what, uint64_t seed)
       : config_(std::move(config)), what_(std::move(what)), seed_(seed) {
     shapes_ = shape_map(config_);
+    // HF's torch_dtype names; anything else (float32, absent) is fp32. float16 configs are
+    // generated in fp32: the CPU backend keeps f16 models in fp32 anyway.
+    dtype_ = config_.torch_dtype == "bfloat16" ? DType::BF16 : DType::F32;
   }
 
   std::string describe() const override {
     return "synthetic:" + what_ + " seed=" + std::to_string(seed_);
   }
   const ModelConfig& config() const override { return config_; }
+  DType dtype() const override { return dtype_; }
 
   std::vector<float> read(const std::string& name, const Slice& s) override {
     const int64_t cols = checked_shape(shapes_, name, s).back();
@@ -158,6 +165,8 @@ class SyntheticSource : public WeightSource {
       float* row = dst + r * s.col_count;
       for (int64_t c = 0; c < s.col_count; ++c) {
         row[c] = d.offset + d.amplitude * counter_uniform(key, first + uint64_t(c));
+        // A bf16 config is a bf16 model: its values are bf16, whatever they are stored in.
+        if (dtype_ == DType::BF16) row[c] = round_to_bf16(row[c]);
       }
     }
     return out;
@@ -168,6 +177,7 @@ class SyntheticSource : public WeightSource {
   std::string what_;
   uint64_t seed_;
   ShapeMap shapes_;
+  DType dtype_ = DType::F32;
 };
 
 std::unique_ptr<WeightSource> open_synthetic(const std::string& what, uint64_t seed) {

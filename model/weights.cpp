@@ -35,6 +35,10 @@ class Loader {
   Buffer whole(const std::string& name, int64_t rows, int64_t cols) {
     return upload(name, {0, rows, 0, cols});
   }
+  // Norm weights: tiny, read once per row, kept in fp32.
+  Buffer vector(const std::string& name, int64_t length) {
+    return upload(name, {0, 1, 0, length}, DType::F32);
+  }
   // This rank's block of rows (heads or intermediate channels of an [out, in] weight).
   Buffer rows(const std::string& name, int64_t rows, int64_t cols) {
     const int64_t local = rows / shard_.size;
@@ -48,9 +52,12 @@ class Loader {
 
  private:
   Buffer upload(const std::string& name, const Slice& slice) {
+    return upload(name, slice, weights_.dtype);
+  }
+  Buffer upload(const std::string& name, const Slice& slice, DType storage) {
     const std::vector<float> values = source_.read(name, slice);
-    Buffer buffer = backend_.upload_weight(values.data(), values.size());
-    weights_.bytes += values.size() * sizeof(float);
+    Buffer buffer = backend_.upload_weight_as(values.data(), values.size(), storage);
+    weights_.bytes += values.size() * dtype_size(backend_.weight_storage(storage));
     return buffer;
   }
 
@@ -67,10 +74,11 @@ void release_buffer(Backend& backend, Buffer& buffer) {
 
 }  // namespace
 
-Weights load_weights(WeightSource& source, Backend& backend, const Shard& shard) {
+Weights load_weights(WeightSource& source, Backend& backend, const Shard& shard, DType storage) {
   const ModelConfig& c = source.config();
   check_shard(c, shard);
   Weights w;
+  w.dtype = backend.weight_storage(storage);
   try {
     Loader load(source, backend, shard, w);
     const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
@@ -78,21 +86,21 @@ Weights load_weights(WeightSource& source, Backend& backend, const Shard& shard)
     for (int i = 0; i < c.num_hidden_layers; ++i) {
       const std::string p = "model.layers." + std::to_string(i) + ".";
       LayerWeights& layer = w.layers.emplace_back();
-      layer.attn_norm = load.whole(p + "input_layernorm.weight", 1, hidden);
+      layer.attn_norm = load.vector(p + "input_layernorm.weight", hidden);
       layer.wq = load.rows(p + "self_attn.q_proj.weight", c.q_dim(), hidden);
       layer.wk = load.rows(p + "self_attn.k_proj.weight", c.kv_dim(), hidden);
       layer.wv = load.rows(p + "self_attn.v_proj.weight", c.kv_dim(), hidden);
       layer.wo = load.cols(p + "self_attn.o_proj.weight", hidden, c.q_dim());
       if (c.has_qk_norm()) {
-        layer.q_norm = load.whole(p + "self_attn.q_norm.weight", 1, c.head_dim);
-        layer.k_norm = load.whole(p + "self_attn.k_norm.weight", 1, c.head_dim);
+        layer.q_norm = load.vector(p + "self_attn.q_norm.weight", c.head_dim);
+        layer.k_norm = load.vector(p + "self_attn.k_norm.weight", c.head_dim);
       }
-      layer.mlp_norm = load.whole(p + "post_attention_layernorm.weight", 1, hidden);
+      layer.mlp_norm = load.vector(p + "post_attention_layernorm.weight", hidden);
       layer.w_gate = load.rows(p + "mlp.gate_proj.weight", inter, hidden);
       layer.w_up = load.rows(p + "mlp.up_proj.weight", inter, hidden);
       layer.w_down = load.cols(p + "mlp.down_proj.weight", hidden, inter);
     }
-    w.final_norm = load.whole("model.norm.weight", 1, hidden);
+    w.final_norm = load.vector("model.norm.weight", hidden);
     w.lm_head =
         c.tie_word_embeddings ? w.embed : load.whole("lm_head.weight", c.vocab_size, hidden);
   } catch (...) {
@@ -100,6 +108,13 @@ Weights load_weights(WeightSource& source, Backend& backend, const Shard& shard)
     throw;
   }
   return w;
+}
+
+DType resolve_weight_dtype(const std::string& value, const WeightSource& source) {
+  if (value == "auto") return source.dtype();
+  if (value == "f32") return DType::F32;
+  if (value == "bf16") return DType::BF16;
+  throw InputError("--weight-dtype '" + value + "': expected auto, f32 or bf16");
 }
 
 void release_weights(Weights& w, Backend& backend) {

@@ -34,7 +34,14 @@ class WeightSource {
   virtual std::string describe() const = 0;  // "safetensors:DIR", "synthetic:PRESET seed=S"
   virtual const ModelConfig& config() const = 0;
   virtual std::vector<float> read(const std::string& name, const Slice& slice) = 0;
+  // The type the weights are stored in (a checkpoint's, or a synthetic config's
+  // torch_dtype): what --weight-dtype auto keeps them in.
+  virtual DType dtype() const { return DType::F32; }
 };
+
+// The storage --weight-dtype asks for: "auto" (the source's type), "f32", "bf16". Throws
+// InputError naming the flag otherwise.
+DType resolve_weight_dtype(const std::string& flag_value, const WeightSource& source);
 
 // Opens a model spec: a checkpoint directory (config.json + model.safetensors or a sharded
 // index), "synthetic:PRESET" or "synthetic:path/config.json". Checks every tensor against the
@@ -69,10 +76,14 @@ struct Weights {
   Buffer final_norm;  // [hidden]
   Buffer lm_head;     // [vocab, hidden]; the same memory as embed when tied
   size_t bytes = 0;   // bytes of weights this rank holds (an untied embedding is held, not read)
+  DType dtype = DType::F32;  // how the matrices (embedding, projections, head) are stored
 };
 
-// Reads this shard's slices of every tensor from `source` into backend memory.
-Weights load_weights(WeightSource& source, Backend& backend, const Shard& shard);
+// Reads this shard's slices of every tensor from `source` into backend memory, the matrices
+// in `storage` (as far as the backend keeps that type, Backend::weight_storage), the norms in
+// fp32.
+Weights load_weights(WeightSource& source, Backend& backend, const Shard& shard,
+                     DType storage = DType::F32);
 void release_weights(Weights& weights, Backend& backend);
 
 }  // namespace ssd

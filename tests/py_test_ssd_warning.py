@@ -43,9 +43,9 @@ class Degeneration(unittest.TestCase):
         os.makedirs(ARGS.work)
 
     def test_hardly_any_hit_warns(self):
-        # r = 0.01: a one-token cache hits with probability 1 - 2^-0.01 = 0.7%.
+        # r = r_b = 0.01: a one-token cache hits with probability 1 - 2^-0.01 = 0.7%.
         warnings, attr, p_hit = run_ssd(
-            "no_hits", [*TINY, "--outcomes", "synthetic:alpha=0.8,r=0.01"])
+            "no_hits", [*TINY, "--outcomes", "synthetic:alpha=0.8,r=0.01,r_b=0.01"])
         self.assertLess(p_hit, 0.03)
         self.assertEqual(len(warnings), 1, warnings)
         self.assertIn("p_hit", warnings[0])

@@ -94,7 +94,7 @@ TEST(MatmulInvariant, BatchInvariantBitExact) {
     int in, out;
   };
   for (const Shape s : {Shape{203, 37}, Shape{64, 100}, Shape{19, 8}, Shape{259, 5}}) {
-    const int max_rows = 12;
+    const int max_rows = 17;
     const std::vector<float> x = random_values(size_t(max_rows) * s.in, 77 + s.in);
     const std::vector<float> w = random_values(size_t(s.out) * s.in, 88 + s.out);
     for (int threads : {1, 2}) {
@@ -143,6 +143,67 @@ TEST(MatmulInvariant, CpuBackendMatmulUsesIt) {
   backend.to_host(got.data(), bo, 0, got.size());
   EXPECT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * got.size()));
   for (Buffer* b : {&bx, &bw, &bo}) backend.release(*b);
+}
+
+// bf16 weights widened in registers give bit for bit the fp32 kernel's result on the widened
+// weights (so --weight-dtype bf16 and f32 decode a bf16 checkpoint identically), at every row
+// count the tiling treats differently and with tails of k and of columns.
+TEST(MatmulInvariantBf16, EqualsFp32OnTheWidenedWeightsBitExact) {
+  struct Shape {
+    int in, out;
+  };
+  for (const Shape s : {Shape{203, 37}, Shape{768, 40}, Shape{19, 8}, Shape{64, 3}}) {
+    const int max_rows = 17;
+    const std::vector<float> x = random_values(size_t(max_rows) * s.in, 41 + s.in);
+    const std::vector<float> w = random_values(size_t(s.out) * s.in, 42 + s.out);
+    std::vector<uint16_t> w16(w.size());
+    std::vector<float> wide(w.size());
+    for (size_t i = 0; i < w.size(); ++i) {
+      w16[i] = float_to_bf16(w[i]);
+      wide[i] = bf16_to_float(w16[i]);
+    }
+    for (int threads : {1, 2})
+      for (int rows = 1; rows <= max_rows; ++rows) {
+        const std::vector<float> want = run(matmul_invariant, x, wide, rows, s.in, s.out, threads);
+        std::vector<float> got(want.size(), std::numeric_limits<float>::quiet_NaN());
+        matmul_invariant_bf16(got.data(), x.data(), w16.data(), rows, s.in, s.out, threads);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * got.size()))
+            << "rows=" << rows << " in=" << s.in << " out=" << s.out << " threads=" << threads;
+      }
+  }
+}
+
+TEST(MatmulInvariantBf16, CpuBackendKeepsBf16Weights) {
+  const int rows = 5, in = 45, out = 29;
+  const std::vector<float> x = random_values(size_t(rows) * in, 3);
+  std::vector<float> w = random_values(size_t(out) * in, 4);
+  for (float& v : w) v = round_to_bf16(v);  // a bf16 checkpoint's values
+  CpuBackend backend(1, GemmKind::Invariant);
+  EXPECT_EQ(backend.weight_storage(DType::BF16), DType::BF16);
+  EXPECT_EQ(backend.weight_storage(DType::F16), DType::F32);  // no f16 kernel: kept in fp32
+  Buffer b32 = backend.upload_weight_as(w.data(), w.size(), DType::F32);
+  Buffer b16 = backend.upload_weight_as(w.data(), w.size(), DType::BF16);
+  EXPECT_EQ(b16.dtype, DType::BF16);
+  std::vector<float> back(w.size());
+  backend.to_host(back.data(), b16, 0, back.size());  // widening is exact
+  EXPECT_EQ(0, std::memcmp(back.data(), w.data(), sizeof(float) * w.size()));
+  Buffer bx = backend.upload_weight(x.data(), x.size());
+  Buffer o32 = backend.alloc(size_t(rows) * out), o16 = backend.alloc(size_t(rows) * out);
+  backend.matmul(o32, bx, b32, rows, in, out);
+  backend.matmul(o16, bx, b16, rows, in, out);
+  std::vector<float> r32(size_t(rows) * out), r16(r32.size());
+  backend.to_host(r32.data(), o32, 0, r32.size());
+  backend.to_host(r16.data(), o16, 0, r16.size());
+  EXPECT_EQ(0, std::memcmp(r32.data(), r16.data(), sizeof(float) * r32.size()));
+  // The embedding lookup of a bf16 table widens its rows.
+  const int32_t tokens[2] = {3, 0};
+  Buffer e = backend.alloc(2 * in);
+  backend.embed(e, b16, tokens, 2, in);
+  std::vector<float> rows_back(2 * in);
+  backend.to_host(rows_back.data(), e, 0, rows_back.size());
+  EXPECT_EQ(0, std::memcmp(rows_back.data(), w.data() + 3 * in, sizeof(float) * in));
+  EXPECT_EQ(0, std::memcmp(rows_back.data() + in, w.data(), sizeof(float) * in));
+  for (Buffer* b : {&b32, &b16, &bx, &o32, &o16, &e}) backend.release(*b);
 }
 
 TEST(MatmulOpenBlas, MatchesDoubleReference) {

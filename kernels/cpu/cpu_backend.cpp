@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -18,7 +19,20 @@ float* f(Buffer& b) {
   return static_cast<float*>(b.data);
 }
 const float* f(const Buffer& b) {
+  if (b.dtype != DType::F32) throw std::logic_error("CpuBackend: an fp32 buffer was expected");
   return static_cast<const float*>(b.data);
+}
+const uint16_t* bf16(const Buffer& b) {
+  return static_cast<const uint16_t*>(b.data);
+}
+
+void* aligned_zeroed(size_t bytes) {
+  // 64-byte aligned so rows start on cache lines; zeroed so fresh KV caches are defined.
+  bytes = ((std::max<size_t>(bytes, 1) + 63) / 64) * 64;
+  void* p = std::aligned_alloc(64, bytes);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, bytes);
+  return p;
 }
 
 }  // namespace
@@ -47,12 +61,7 @@ std::string CpuBackend::device_name() const {
 }
 
 Buffer CpuBackend::alloc(size_t count) {
-  // 64-byte aligned so rows start on cache lines; zeroed so fresh KV caches are defined.
-  size_t bytes = ((std::max<size_t>(count, 1) * sizeof(float) + 63) / 64) * 64;
-  void* p = std::aligned_alloc(64, bytes);
-  if (!p) throw std::bad_alloc();
-  std::memset(p, 0, bytes);
-  return Buffer{p, count};
+  return Buffer{aligned_zeroed(count * sizeof(float)), count};
 }
 
 void CpuBackend::release(Buffer& buffer) {
@@ -66,7 +75,19 @@ Buffer CpuBackend::upload_weight(const float* host, size_t count) {
   return b;
 }
 
+Buffer CpuBackend::upload_weight_as(const float* host, size_t count, DType storage) {
+  if (weight_storage(storage) == DType::F32) return upload_weight(host, count);
+  Buffer b{aligned_zeroed(count * sizeof(uint16_t)), count, DType::BF16};
+  uint16_t* dst = static_cast<uint16_t*>(b.data);
+  for (size_t i = 0; i < count; ++i) dst[i] = float_to_bf16(host[i]);
+  return b;
+}
+
 void CpuBackend::to_host(float* dst, const Buffer& src, size_t offset, size_t count) {
+  if (src.dtype == DType::BF16) {
+    for (size_t i = 0; i < count; ++i) dst[i] = bf16_to_float(bf16(src)[offset + i]);
+    return;
+  }
   std::memcpy(dst, f(src) + offset, count * sizeof(float));
 }
 
@@ -81,7 +102,7 @@ void CpuBackend::copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t 
 
 void CpuBackend::embed(Buffer& out, const Buffer& table, const int32_t* tokens, int rows, int dim) {
   for (int r = 0; r < rows; ++r)
-    std::memcpy(f(out) + size_t(r) * dim, f(table) + size_t(tokens[r]) * dim, dim * sizeof(float));
+    to_host(f(out) + size_t(r) * dim, table, size_t(tokens[r]) * dim, dim);
 }
 
 void CpuBackend::rmsnorm(Buffer& out, const Buffer& x, const Buffer& weight, int rows, int dim,
@@ -101,10 +122,21 @@ void CpuBackend::rmsnorm(Buffer& out, const Buffer& x, const Buffer& weight, int
 
 void CpuBackend::matmul(Buffer& out, const Buffer& x, const Buffer& w, int rows, int in,
                         int out_dim) {
-  if (gemm_ == GemmKind::OpenBLAS)
-    matmul_openblas(f(out), f(x), f(w), rows, in, out_dim, threads_);
-  else
+  if (gemm_ == GemmKind::OpenBLAS) {
+    if (w.dtype == DType::BF16) {
+      // sgemm takes fp32 only: widen (exactly) first. A prefill-throughput path; decode and
+      // verification use the invariant kernel, which widens in registers.
+      std::vector<float> wide(size_t(out_dim) * in);
+      to_host(wide.data(), w, 0, wide.size());
+      matmul_openblas(f(out), f(x), wide.data(), rows, in, out_dim, threads_);
+    } else {
+      matmul_openblas(f(out), f(x), f(w), rows, in, out_dim, threads_);
+    }
+  } else if (w.dtype == DType::BF16) {
+    matmul_invariant_bf16(f(out), f(x), bf16(w), rows, in, out_dim, threads_);
+  } else {
     matmul_invariant(f(out), f(x), f(w), rows, in, out_dim, threads_);
+  }
 }
 
 void CpuBackend::rope(Buffer& x, const int32_t* positions, int rows, int heads, int head_dim,

@@ -1,4 +1,5 @@
-// The CPU backend: fp32 everywhere, OpenMP threads, a batch-invariant GEMM of our own for the
+// The CPU backend: fp32 activations and KV cache, weights in fp32 or bf16 (the checkpoint's
+// type, widened in registers), OpenMP threads, a batch-invariant GEMM of our own for the
 // forward pass and OpenBLAS for the throughput-only paths.
 #pragma once
 
@@ -25,6 +26,12 @@ class CpuBackend final : public Backend {
   Buffer alloc(size_t count) override;
   void release(Buffer& buffer) override;
   Buffer upload_weight(const float* host, size_t count) override;
+  // F32 or BF16 (values rounded to nearest even; exact for bf16-valued input). F16 weights
+  // are kept as fp32 (exact too): this backend has no f16 GEMM.
+  Buffer upload_weight_as(const float* host, size_t count, DType storage) override;
+  DType weight_storage(DType storage) const override {
+    return storage == DType::BF16 ? DType::BF16 : DType::F32;
+  }
   void to_host(float* dst, const Buffer& src, size_t offset, size_t count) override;
   void from_host(Buffer& dst, size_t offset, const float* src, size_t count) override;
   void copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset,
@@ -56,6 +63,10 @@ class CpuBackend final : public Backend {
 // out[r][j] = sum_k x[r][k] * w[j][k], each element summed in the same order for any `rows`.
 void matmul_invariant(float* out, const float* x, const float* w, int rows, int in, int out_dim,
                       int threads);
+// The same with bf16 weights (raw bf16 bits), widened in registers: bit for bit the result of
+// matmul_invariant on the widened fp32 weights.
+void matmul_invariant_bf16(float* out, const float* x, const uint16_t* w, int rows, int in,
+                           int out_dim, int threads);
 void matmul_openblas(float* out, const float* x, const float* w, int rows, int in, int out_dim,
                      int threads);
 // The CPU's model name from /proc/cpuinfo ("unknown" if not found).

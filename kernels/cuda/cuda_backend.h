@@ -74,6 +74,8 @@ class CudaBackend final : public Backend {
   Buffer alloc(size_t count) override;
   void release(Buffer& buffer) override;
   Buffer upload_weight(const float* host, size_t count) override;
+  DType weight_storage(DType) const override { return DType::BF16; }  // every weight is bf16
+  bool weights_in_host_memory() const override { return false; }
   void to_host(float* dst, const Buffer& src, size_t offset, size_t count) override;
   void from_host(Buffer& dst, size_t offset, const float* src, size_t count) override;
   void copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset,

@@ -6,6 +6,18 @@
 namespace ssd {
 namespace {
 
+// --weight-dtype, for a run and for characterize alike.
+void add_weight_dtype_flag(CLI::App& app, std::string& value, const std::string& group) {
+  app.add_option("--weight-dtype", value,
+                 "How weights are kept: auto (the checkpoint's dtype; synthetic models follow "
+                 "their config's torch_dtype, bf16 for the presets), f32 or bf16 (bf16 rounds an "
+                 "fp32 checkpoint to nearest even). The CPU widens bf16 to fp32 in registers: "
+                 "exact, half the bytes per token; CUDA keeps every weight in bf16")
+      ->group(group)
+      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
+      ->capture_default_str();
+}
+
 void add_run_flags(CLI::App& app, RunConfig& c) {
   const std::string models = "Models", decoding = "Decoding", prompts = "Prompts",
                     reps = "Repetitions", hardware = "Hardware", output = "Output";
@@ -151,14 +163,7 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
       ->group(hardware)
       ->check(CLI::IsMember({"invariant", "openblas", "cublas"}))
       ->capture_default_str();
-  app.add_option("--weight-dtype", c.weight_dtype,
-                 "How weights are kept: auto (the checkpoint's dtype; synthetic models follow "
-                 "their config's torch_dtype, bf16 for the presets), f32 or bf16 (bf16 rounds an "
-                 "fp32 checkpoint to nearest even). The CPU widens bf16 to fp32 in registers: "
-                 "exact, half the bytes per token; CUDA keeps every weight in bf16")
-      ->group(hardware)
-      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
-      ->capture_default_str();
+  add_weight_dtype_flag(app, c.weight_dtype, hardware);
 
   app.add_option("-o,--out", c.out, "HDF5 result file")->group(output);
   app.add_flag("--overwrite", c.overwrite, "Replace an existing result file")->group(output);
@@ -214,14 +219,7 @@ void add_characterize_flags(CLI::App& app, CharacterizeConfig& c) {
       ->group(hardware)
       ->check(CLI::IsMember({"invariant", "openblas", "cublas"}))
       ->capture_default_str();
-  app.add_option("--weight-dtype", c.weight_dtype,
-                 "How weights are kept: auto (the checkpoint's dtype; synthetic models follow "
-                 "their config's torch_dtype, bf16 for the presets), f32 or bf16 (bf16 rounds an "
-                 "fp32 checkpoint to nearest even). The CPU widens bf16 to fp32 in registers: "
-                 "exact, half the bytes per token; CUDA keeps every weight in bf16")
-      ->group(hardware)
-      ->check(CLI::IsMember({"auto", "f32", "bf16"}))
-      ->capture_default_str();
+  add_weight_dtype_flag(app, c.weight_dtype, hardware);
   app.add_option("-k,--lookahead", c.lookahead, "K: verification is K+1 rows per sequence")
       ->group(shape)
       ->check(CLI::PositiveNumber)

@@ -1,16 +1,17 @@
 // GEMMs for the CPU backend.
 //
 // matmul_invariant computes every output element as one dot product with a fixed summation
-// order: an 8-lane accumulator walks k in steps of 8, the lanes are reduced in a fixed tree,
-// then the k % 8 tail is added in order. Tiling only decides which dot products run together
-// (to reuse loads), never how one is summed, so a row's result does not depend on how many
-// rows share the call. Threads split the output columns, which does not change sums either.
+// order: a kLanes-lane accumulator (16 with AVX-512, else 8) walks k in steps of kLanes, the
+// lanes are reduced in a fixed tree, then the k % kLanes tail is added in order. Tiling only
+// decides which dot products run together (to reuse loads), never how one is summed, so a row's
+// result does not depend on how many rows share the call. Threads split the output columns, which
+// does not change sums either.
 //
 // Weights are fp32 or bf16. A bf16 weight is widened to fp32 in registers (a 16-bit shift,
 // exact) and then enters the same fused multiply-adds as an fp32 one, so bf16 storage gives
 // bit for bit the results of fp32 storage of the same (bf16-valued) weights, at half the bytes
 // a decode step streams.
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX2__) && defined(__FMA__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 #include <cblas.h>
@@ -18,6 +19,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -26,42 +28,90 @@
 namespace ssd {
 namespace {
 
-#if defined(__AVX2__) && defined(__FMA__)
-typedef __m256 v8;
-inline v8 load8(const float* p) {
+// One vector of kLanes fp32 lanes: 16 with AVX-512 (32 registers), else 8 (AVX2 or GCC's
+// portable vectors, 16 registers). The lane count fixes every dot product's summation order, so
+// it is a property of the build, never of a call.
+#if defined(__AVX512F__)
+constexpr int kLanes = 16;
+constexpr int kRegisters = 32;
+typedef __m512 vec;
+inline vec load_vec(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+// The all-lanes masked forms: GCC 12 reports the unmasked ones' _mm512_undefined_* source as
+// uninitialized (its bug 105593); the instructions are the same.
+constexpr __mmask16 kAll16 = 0xFFFF;
+inline vec load_vec(const uint16_t* p) {  // 16 bf16 -> 16 fp32: zero-extend, shift to the top
+  const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m512i wide = _mm512_maskz_cvtepu16_epi32(kAll16, half);
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll16, wide, 16));
+}
+inline vec zero_vec() {
+  return _mm512_setzero_ps();
+}
+inline vec fma_vec(vec a, vec b, vec acc) {
+  return _mm512_fmadd_ps(a, b, acc);
+}
+// Fixed tree: the 256-bit halves add lane-wise (l_i + l_{i+8}), then as the 8-lane tree below.
+inline float reduce_vec(vec a) {
+  const __m256d lower = _mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(a), 0);
+  const __m256d upper = _mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(a), 1);
+  const __m256 half = _mm256_add_ps(_mm256_castpd_ps(lower), _mm256_castpd_ps(upper));
+  const __m128 quad = _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
+  const __m128 pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
+  return _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)));
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+constexpr int kLanes = 8;
+constexpr int kRegisters = 16;
+typedef __m256 vec;
+inline vec load_vec(const float* p) {
   return _mm256_loadu_ps(p);
 }
-inline v8 load8(const uint16_t* p) {  // 8 bf16 -> 8 fp32: zero-extend, shift into the top half
+inline vec load_vec(const uint16_t* p) {  // 8 bf16 -> 8 fp32: zero-extend, shift to the top
   const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
-inline v8 zero8() {
+inline vec zero_vec() {
   return _mm256_setzero_ps();
 }
-inline v8 fma8(v8 a, v8 b, v8 acc) {
+inline vec fma_vec(vec a, vec b, vec acc) {
   return _mm256_fmadd_ps(a, b, acc);
 }
+// The lanes' fixed tree ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)), in vector registers: the
+// halves add lane-wise (l_i + l_{i+4}), then the upper pair onto the lower, then the two left.
+inline float reduce_vec(vec a) {
+  const __m128 quad = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  const __m128 pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
+  return _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)));
+}
 #else
-// Portable fallback: the same 8-lane order with GCC vector extensions. These helpers are
-// internal and inlined, so GCC's note that 32-byte vectors pass differently without AVX
+// Portable fallback: the AVX2 path's 8-lane order with GCC vector extensions. These helpers
+// are internal and inlined, so GCC's note that 32-byte vectors pass differently without AVX
 // (-Wpsabi) concerns no ABI anyone links against.
 #pragma GCC diagnostic ignored "-Wpsabi"
-typedef float v8 __attribute__((vector_size(32)));
-inline v8 load8(const float* p) {
-  v8 v;
+constexpr int kLanes = 8;
+constexpr int kRegisters = 16;
+typedef float vec __attribute__((vector_size(32)));
+inline vec load_vec(const float* p) {
+  vec v;
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-inline v8 load8(const uint16_t* p) {
-  v8 v;
+inline vec load_vec(const uint16_t* p) {
+  vec v;
   for (int i = 0; i < 8; ++i) v[i] = bf16_to_float(p[i]);
   return v;
 }
-inline v8 zero8() {
-  return v8{};
+inline vec zero_vec() {
+  return vec{};
 }
-inline v8 fma8(v8 a, v8 b, v8 acc) {
+inline vec fma_vec(vec a, vec b, vec acc) {
   return acc + a * b;
+}
+inline float reduce_vec(vec a) {
+  const float l0 = a[0] + a[4], l1 = a[1] + a[5], l2 = a[2] + a[6], l3 = a[3] + a[7];
+  return (l0 + l2) + (l1 + l3);
 }
 #endif
 
@@ -72,77 +122,76 @@ inline float widen(uint16_t w) {
   return bf16_to_float(w);
 }
 
-// The lanes' fixed tree ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)), in vector registers: the
-// halves add lane-wise (l_i + l_{i+4}), then the upper pair onto the lower, then the two left.
-#if defined(__AVX2__) && defined(__FMA__)
-inline float reduce8(v8 a) {
-  const __m128 quad = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  const __m128 pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
-  return _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)));
-}
-#else
-inline float reduce8(v8 a) {
-  const float l0 = a[0] + a[4], l1 = a[1] + a[5], l2 = a[2] + a[6], l3 = a[3] + a[7];
-  return (l0 + l2) + (l1 + l3);
-}
-#endif
-
-// bf16 rows advance half as many bytes per step as fp32 ones, and the hardware prefetcher
-// alone kept too few of their lines in flight: each row asks for the line 1 KiB ahead once per
-// 64 bytes (measured with bench_gemm: 5-row bf16 GEMMs went from ~6 to ~7-9 GB/s; no gain for
-// fp32, so it is not done there).
-constexpr int kPrefetchBytes = 1024;
-
 // R rows of x against J rows of w, columns [j0, j0 + J). Each weight row is read once for all
 // R rows; R * J accumulators are independent FMA chains.
 template <int R, int J, typename W>
 inline void tile(float* out, const float* x, const W* w, int in, int out_dim, int r0, int j0) {
-  v8 acc[R][J];
+  vec acc[R][J];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int j = 0; j < J; ++j) acc[r][j] = zero8();
+    for (int j = 0; j < J; ++j) acc[r][j] = zero_vec();
   const W* wrow[J];
 #pragma GCC unroll 16
   for (int j = 0; j < J; ++j) wrow[j] = w + size_t(j0 + j) * in;
   const float* xrow[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) xrow[r] = x + size_t(r0 + r) * in;
-  const int in8 = in & ~7;
-  for (int k = 0; k < in8; k += 8) {
-    v8 wv[J];
+  const int in_vec = in / kLanes * kLanes;
+  for (int k = 0; k < in_vec; k += kLanes) {
+    vec wv[J];
 #pragma GCC unroll 16
     for (int j = 0; j < J; ++j) {
-      if constexpr (sizeof(W) == 2)
-        if ((k & 31) == 0)
-          __builtin_prefetch(reinterpret_cast<const char*>(wrow[j] + k) + kPrefetchBytes);
-      wv[j] = load8(wrow[j] + k);
+      // The next column block follows this one in memory: ask for its lines in step with this
+      // block's loads, so a whole block's bytes are in flight ahead of use. The hardware
+      // prefetcher alone, tracking J short rows of 1-6 KiB, left bf16 rows at 22-26 GB/s where
+      // fp32 reached 35 (bench_gemm, 768 x 2048 and 768 x 32000, one row): with this, 36-37.
+      // A prefetch past the matrix's end is harmless: prefetches never fault.
+      const size_t ahead = (size_t(k) * J + size_t(j) * kLanes) * sizeof(W);
+      if (ahead % 64 == 0)
+        __builtin_prefetch(reinterpret_cast<const void*>(
+            reinterpret_cast<uintptr_t>(w + size_t(j0) * in) + J * in * sizeof(W) + ahead));
+      wv[j] = load_vec(wrow[j] + k);
+      // With several rows, keep an fp32 weight vector in a register: GCC otherwise folds its
+      // load into each row's FMA, loading it R times, and the load ports (one 512-bit load a
+      // cycle here) then bound the tile: 16-row fp32 GEMMs ran at 8.5 GB/s, with this 19.5.
+#if defined(__AVX2__) || defined(__AVX512F__)
+      if constexpr (sizeof(W) == 4 && R > 1) asm("" : "+v"(wv[j]));
+#endif
     }
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
-      const v8 xv = load8(xrow[r] + k);
+      const vec xv = load_vec(xrow[r] + k);
 #pragma GCC unroll 16
-      for (int j = 0; j < J; ++j) acc[r][j] = fma8(xv, wv[j], acc[r][j]);
+      for (int j = 0; j < J; ++j) acc[r][j] = fma_vec(xv, wv[j], acc[r][j]);
     }
   }
   for (int r = 0; r < R; ++r) {
     for (int j = 0; j < J; ++j) {
-      float sum = reduce8(acc[r][j]);
+      float sum = reduce_vec(acc[r][j]);
       // An explicit fma: whether the compiler contracts a * b + c may differ between weight
       // types, and the tail must round the same way for both.
-      for (int k = in8; k < in; ++k) sum = std::fma(xrow[r][k], widen(wrow[j][k]), sum);
+      for (int k = in_vec; k < in; ++k) sum = std::fma(xrow[r][k], widen(wrow[j][k]), sum);
       out[size_t(r0 + r) * out_dim + j0 + j] = sum;
     }
   }
 }
 
-// The register budget picks the shape (16 vector registers on AVX2: R * J accumulators, J
-// weight vectors, one x vector), and every pass over a column block should run at least 8
-// independent accumulators (an FMA's latency is 4 cycles, two issue per cycle): one row, 8
-// columns (the weight loads fold into the FMAs); 2 rows, 4; 3, 3; 4, 3; 5 or 6, 2; 7 as 4 + 3
-// rows of 3 columns; 8 and more, 3 columns by tiles of 4 rows. A leftover tile of one row
-// would run 3 chains at a quarter of the FMA rate, so rows % 4 == 1 ends 2 + 3 instead of 4 + 1.
-// Only which dot products run together changes, never a sum.
+// The register budget picks the shape: R * J accumulators, J weight vectors and one x vector
+// fit in kRegisters, and every pass over a column block runs at least 8 independent
+// accumulators (an FMA's latency is 4 cycles, two issue per cycle). With 16 registers (AVX2):
+// one row, 8 columns (the weight loads fold into the FMAs); 2 rows, 4; 3, 3; 4, 3; 5 or 6, 2;
+// 7 and more, 3 columns by tiles of 4 rows. With 32 (AVX-512): 1 or 2 rows, 8 columns; 3, 6;
+// 4, 5; 5 or 6, 4; 7 and more, 5 by tiles of 4 rows. A leftover tile of one row would run J
+// chains at a quarter of the FMA rate, so rows % 4 == 1 ends 2 + 3 instead of 4 + 1. Only which
+// dot products run together changes, never a sum.
+constexpr int columns_for(int rows) {
+  constexpr int narrow[] = {8, 4, 3, 3, 2, 2};
+  constexpr int wide[] = {8, 8, 6, 5, 4, 4};
+  const int row = rows < 6 ? rows - 1 : 3;  // 7 and more rows run as tiles of 4 (and 2, 3)
+  return kRegisters >= 32 ? wide[row] : narrow[row];
+}
+
 template <int J, typename W>
 inline void rows_by_fours(float* out, const float* x, const W* w, int rows, int in, int out_dim,
                           int j0) {
@@ -178,22 +227,23 @@ template <typename W>
 void invariant(float* out, const float* x, const W* w, int rows, int in, int out_dim, int threads) {
   switch (rows) {
     case 1:
-      return blocked_tiles<8, 1>(out, x, w, in, out_dim, threads);
+      return blocked_tiles<columns_for(1), 1>(out, x, w, in, out_dim, threads);
     case 2:
-      return blocked_tiles<4, 2>(out, x, w, in, out_dim, threads);
+      return blocked_tiles<columns_for(2), 2>(out, x, w, in, out_dim, threads);
     case 3:
-      return blocked_tiles<3, 3>(out, x, w, in, out_dim, threads);
+      return blocked_tiles<columns_for(3), 3>(out, x, w, in, out_dim, threads);
     case 4:
-      return blocked_tiles<3, 4>(out, x, w, in, out_dim, threads);
+      return blocked_tiles<columns_for(4), 4>(out, x, w, in, out_dim, threads);
     case 5:
-      return blocked_tiles<2, 5>(out, x, w, in, out_dim, threads);
+      return blocked_tiles<columns_for(5), 5>(out, x, w, in, out_dim, threads);
     case 6:
-      return blocked_tiles<2, 6>(out, x, w, in, out_dim, threads);
+      return blocked_tiles<columns_for(6), 6>(out, x, w, in, out_dim, threads);
   }
-  const int blocks = out_dim / 3;
+  constexpr int J = columns_for(7);
+  const int blocks = out_dim / J;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int b = 0; b < blocks; ++b) rows_by_fours<3>(out, x, w, rows, in, out_dim, b * 3);
-  for (int j = blocks * 3; j < out_dim; ++j) rows_by_fours<1>(out, x, w, rows, in, out_dim, j);
+  for (int b = 0; b < blocks; ++b) rows_by_fours<J>(out, x, w, rows, in, out_dim, b * J);
+  for (int j = blocks * J; j < out_dim; ++j) rows_by_fours<1>(out, x, w, rows, in, out_dim, j);
 }
 
 }  // namespace

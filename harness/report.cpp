@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <iomanip>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace ssd {
@@ -131,19 +132,34 @@ void Report::result_row(const RunConfig& config, const ModelSummary& target, con
          << s.prefill_tokens_per_s.stddev << "," << s.reps << "," << sp.mean_acceptance_length
          << "," << sp.acceptance_rate << "," << sp.t_sd << "," << sp.p_hit << "\n";
   } else {
-    out_ << "{\"mode\":\"" << config.mode << "\",\"model\":\"" << model << "\",\"draft\":\""
-         << draft << "\",\"lookahead\":\"" << K << "\",\"batch\":" << config.batch_size
-         << ",\"prompts\":" << config.num_prompts << ",\"new_tokens\":" << config.max_new_tokens
-         << ",\"temperature\":" << config.temperature << ",\"threads\":" << config.threads
-         << ",\"decode_tok_s_mean\":" << s.decode_tokens_per_s.mean
-         << ",\"decode_tok_s_std\":" << s.decode_tokens_per_s.stddev
-         << ",\"ms_per_token_mean\":" << s.ms_per_token.mean
-         << ",\"ms_per_token_std\":" << s.ms_per_token.stddev
-         << ",\"prefill_tok_s_mean\":" << s.prefill_tokens_per_s.mean
-         << ",\"prefill_tok_s_std\":" << s.prefill_tokens_per_s.stddev << ",\"reps\":" << s.reps
-         << ",\"mean_acceptance_length\":" << sp.mean_acceptance_length
-         << ",\"acceptance_rate\":" << sp.acceptance_rate << ",\"t_sd\":" << sp.t_sd
-         << ",\"p_hit\":" << sp.p_hit << "}\n";
+    // nlohmann::json escapes names (a checkpoint path may hold quotes or backslashes), writes
+    // every double at full precision, and null where a figure does not apply (and for NaN).
+    const auto applies = [](bool present, double v) {
+      return present ? nlohmann::json(v) : nlohmann::json(nullptr);
+    };
+    nlohmann::json row = {
+        {"mode", config.mode},
+        {"model", model},
+        {"draft", config.draft.empty() ? nlohmann::json(nullptr) : nlohmann::json(draft)},
+        {"lookahead", sp.present ? nlohmann::json(config.lookahead) : nlohmann::json(nullptr)},
+        {"batch", config.batch_size},
+        {"prompts", config.num_prompts},
+        {"new_tokens", config.max_new_tokens},
+        {"temperature", config.temperature},
+        {"threads", config.threads},
+        {"decode_tok_s_mean", s.decode_tokens_per_s.mean},
+        {"decode_tok_s_std", s.decode_tokens_per_s.stddev},
+        {"ms_per_token_mean", s.ms_per_token.mean},
+        {"ms_per_token_std", s.ms_per_token.stddev},
+        {"prefill_tok_s_mean", s.prefill_tokens_per_s.mean},
+        {"prefill_tok_s_std", s.prefill_tokens_per_s.stddev},
+        {"reps", s.reps},
+        {"mean_acceptance_length", applies(sp.present, sp.mean_acceptance_length)},
+        {"acceptance_rate", applies(sp.present, sp.acceptance_rate)},
+        {"t_sd", applies(sp.present, sp.t_sd)},
+        {"p_hit", applies(sp.cache, sp.p_hit)},
+    };
+    out_ << row.dump() << "\n";
   }
   out_.flush();
 }

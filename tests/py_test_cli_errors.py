@@ -90,6 +90,26 @@ class Errors(unittest.TestCase):
         for group in ["Models", "Decoding", "Prompts", "Repetitions", "Hardware", "Output"]:
             self.assertIn(group, proc.stdout)
 
+    def test_jsonl_rows_are_json(self):
+        """--output-format jsonl: every row parses, with null where a figure does not apply."""
+        for mode, extra in [("ar", []), ("sd", ["--draft", "synthetic:tiny-llama"])]:
+            proc = run(*TINY, "--mode", mode, *extra, "--output-format", "jsonl")
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            rows = [json.loads(line, parse_constant=self.fail)
+                    for line in proc.stdout.splitlines() if line.startswith("{")]
+            self.assertEqual(len(rows), 1, proc.stdout)
+            row = rows[0]
+            self.assertEqual(row["mode"], mode)
+            self.assertGreater(row["decode_tok_s_mean"], 0)
+            if mode == "ar":
+                for key in ["draft", "lookahead", "acceptance_rate", "t_sd", "p_hit"]:
+                    self.assertIsNone(row[key], key)
+            else:
+                self.assertEqual(row["draft"], "tiny-llama")
+                self.assertEqual(row["lookahead"], 4)
+                self.assertGreaterEqual(row["acceptance_rate"], 0)
+                self.assertIsNone(row["p_hit"])  # SD has no speculation cache
+
     def test_config_file_and_prompt_file(self):
         prompts = self.write("ok.jsonl", '{"ids": [1, 5, 9]}\n\n{"ids": [1, 7]}\n')
         config = self.write("run.toml", f'batch-size = 2\nprompts = "{prompts}"\n'

@@ -178,18 +178,24 @@ inline void tile(float* out, const float* x, const W* w, int in, int out_dim, in
 }
 
 // The register budget picks the shape: R * J accumulators, J weight vectors and one x vector
-// fit in kRegisters, and every pass over a column block runs at least 8 independent
-// accumulators (an FMA's latency is 4 cycles, two issue per cycle). With 16 registers (AVX2):
-// one row, 8 columns (the weight loads fold into the FMAs); 2 rows, 4; 3, 3; 4, 3; 5 or 6, 2;
-// 7 and more, 3 columns by tiles of 4 rows. With 32 (AVX-512): 1 or 2 rows, 8 columns; 3, 6;
-// 4, 5; 5 or 6, 4; 7 and more, 5 by tiles of 4 rows. A leftover tile of one row would run J
-// chains at a quarter of the FMA rate, so rows % 4 == 1 ends 2 + 3 instead of 4 + 1. Only which
-// dot products run together changes, never a sum.
+// fit in kRegisters. With 16 registers (AVX2), every pass over a column block runs at least 8
+// independent accumulators (an FMA's latency is 4 cycles, two issue per cycle): one row, 8
+// columns (the weight loads fold into the FMAs); 2 rows, 4; 3, 3; 4, 3; 5 or 6, 2; 7 and more,
+// 3 columns by tiles of 4 rows. With 32 (AVX-512), measured with bench_gemm on a Zen-class
+// host, fp32 rows stream faster with fewer concurrent weight rows: one row, 4 columns (36-40
+// GB/s against 35 with 8); 2 rows, 8; 3, 6; 4, 5; 5, 5 (27-28 GB/s against 20-22 with 4); 6, 4;
+// 7 and more, 5 by tiles of 4 rows. bf16 rows measured level or better with one row, 8
+// columns and 5 rows, 4 (the rest as fp32). A leftover tile of one row would run J chains at a
+// quarter of the FMA rate, so rows % 4 == 1 ends 2 + 3 instead of 4 + 1. Only which dot products
+// run together changes, never a sum.
+template <typename W>
 constexpr int columns_for(int rows) {
   constexpr int narrow[] = {8, 4, 3, 3, 2, 2};
-  constexpr int wide[] = {8, 8, 6, 5, 4, 4};
+  constexpr int wide_f32[] = {4, 8, 6, 5, 5, 4};
+  constexpr int wide_bf16[] = {8, 8, 6, 5, 4, 4};
   const int row = rows < 6 ? rows - 1 : 3;  // 7 and more rows run as tiles of 4 (and 2, 3)
-  return kRegisters >= 32 ? wide[row] : narrow[row];
+  if (kRegisters < 32) return narrow[row];
+  return sizeof(W) == 4 ? wide_f32[row] : wide_bf16[row];
 }
 
 template <int J, typename W>
@@ -227,19 +233,19 @@ template <typename W>
 void invariant(float* out, const float* x, const W* w, int rows, int in, int out_dim, int threads) {
   switch (rows) {
     case 1:
-      return blocked_tiles<columns_for(1), 1>(out, x, w, in, out_dim, threads);
+      return blocked_tiles<columns_for<W>(1), 1>(out, x, w, in, out_dim, threads);
     case 2:
-      return blocked_tiles<columns_for(2), 2>(out, x, w, in, out_dim, threads);
+      return blocked_tiles<columns_for<W>(2), 2>(out, x, w, in, out_dim, threads);
     case 3:
-      return blocked_tiles<columns_for(3), 3>(out, x, w, in, out_dim, threads);
+      return blocked_tiles<columns_for<W>(3), 3>(out, x, w, in, out_dim, threads);
     case 4:
-      return blocked_tiles<columns_for(4), 4>(out, x, w, in, out_dim, threads);
+      return blocked_tiles<columns_for<W>(4), 4>(out, x, w, in, out_dim, threads);
     case 5:
-      return blocked_tiles<columns_for(5), 5>(out, x, w, in, out_dim, threads);
+      return blocked_tiles<columns_for<W>(5), 5>(out, x, w, in, out_dim, threads);
     case 6:
-      return blocked_tiles<columns_for(6), 6>(out, x, w, in, out_dim, threads);
+      return blocked_tiles<columns_for<W>(6), 6>(out, x, w, in, out_dim, threads);
   }
-  constexpr int J = columns_for(7);
+  constexpr int J = columns_for<W>(7);
   const int blocks = out_dim / J;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
   for (int b = 0; b < blocks; ++b) rows_by_fours<J>(out, x, w, rows, in, out_dim, b * J);

@@ -22,6 +22,14 @@ Prompts load_prompts(const std::string& path, int vocab_size) {
     } catch (const nlohmann::json::parse_error&) {
       throw InputError(where + ": not valid JSON");
     }
+    // Text prompts are tokenized ahead of time, never here: ssd-bench holds no tokenizer.
+    const bool text_only = doc.is_object() && !doc.contains("ids") &&
+                           (doc.contains("text") || doc.contains("messages") ||
+                            doc.contains("prompt") || doc.contains("instruction"));
+    if (text_only)
+      throw InputError(where +
+                       ": text without token ids; tokenize it first with analysis/ssd-prompts "
+                       "--tokenizer MODEL_DIR IN -o OUT.jsonl");
     if (!doc.is_object() || !doc.contains("ids") || !doc["ids"].is_array())
       throw InputError(where + ": expected an object with an \"ids\" array of token ids");
     std::vector<int32_t> ids;

@@ -68,6 +68,8 @@ class Errors(unittest.TestCase):
         self.expect_error(TINY + ["--prompts", path], "--prompts", "line 2")
         path = self.write("oov.jsonl", '{"ids": [1, 999999]}\n')
         self.expect_error(TINY + ["--prompts", path], "--prompts", "line 1")
+        path = self.write("text.jsonl", '{"text": "The capital of France is"}\n')
+        self.expect_error(TINY + ["--prompts", path], "--prompts", "line 1", "ssd-prompts")
         path = self.write("noids.jsonl", '{"tokens": [1]}\n')
         self.expect_error(TINY + ["--prompts", path], "--prompts", "ids")
 

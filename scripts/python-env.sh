@@ -9,10 +9,7 @@ venv="$root/.venv"
 packages=("gguf>=0.10" "tokenizers>=0.15" "jinja2>=3" "$@")
 
 if [ ! -x "$venv/bin/python" ]; then
-  if ! /usr/bin/python3 -c "import venv, ensurepip" 2>/dev/null; then
-    echo "python-env: installing python3-venv" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
-  fi
+  bash "$root/scripts/install-deps.sh" >&2  # python3-venv and the system site packages
   /usr/bin/python3 -m venv --system-site-packages "$venv"
 fi
 missing=()

@@ -47,3 +47,7 @@ for mode in sd ssd; do
     --target "$model" --draft perturb:0.02 --prompts "$out/mixed-smollm2-3.jsonl" \
     --max-new-tokens 64 --threads 1 --reps 1 --budget 8 --out "$out/smollm2-$mode.h5" --overwrite
 done
+# Figure 3's quantity on real text: the rank of the target's bonus token among the draft's
+# candidates, from the SSD run's looked-up outcomes.
+analysis/ssd-analyze figures "$out/smollm2-ssd.h5" --out "$out/figures-smollm2"
+echo "== the real model's figures are in $out/figures-smollm2"

@@ -1,10 +1,52 @@
 #include "harness/cli.h"
 
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <sstream>
 
 namespace ssd {
 namespace {
+
+// CLI11's PositiveNumber and NonNegativeNumber name their upper bound, DBL_MAX, in full (a
+// 300-digit number). These read like every other error: "--lookahead: must be >= 1 (got 0)".
+std::string bound_text(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+CLI::Validator number_check(const std::string& description, bool (*ok)(double, double, double),
+                            const std::string& rule, double lo, double hi = 0.0) {
+  return CLI::Validator(
+      [=](std::string& value) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(value.c_str(), &end);
+        if (value.empty() || end == value.c_str() || *end != '\0')
+          return "expected a number (got " + value + ")";
+        return ok(v, lo, hi) ? std::string() : rule + " (got " + value + ")";
+      },
+      description);
+}
+
+// The help's type column keeps CLI11's words where they fit: INT:POSITIVE, FLOAT:NONNEGATIVE.
+CLI::Validator at_least(double lo) {  // integers: at_least(1) for "positive"
+  const std::string name = lo == 1 ? "POSITIVE" : lo == 0 ? "NONNEGATIVE" : ">= " + bound_text(lo);
+  return number_check(
+      name, [](double v, double a, double) { return v >= a; }, "must be >= " + bound_text(lo), lo);
+}
+
+CLI::Validator above(double lo) {
+  return number_check(
+      lo == 0 ? "POSITIVE" : "> " + bound_text(lo),
+      [](double v, double a, double) { return v > a; }, "must be > " + bound_text(lo), lo);
+}
+
+CLI::Validator within(double lo, double hi) {
+  return number_check(
+      "in [" + bound_text(lo) + ", " + bound_text(hi) + "]",
+      [](double v, double a, double b) { return v >= a && v <= b; },
+      "must be in [" + bound_text(lo) + ", " + bound_text(hi) + "]", lo, hi);
+}
 
 // --weight-dtype, for a run and for characterize alike.
 void add_weight_dtype_flag(CLI::App& app, std::string& value, const std::string& group) {
@@ -40,24 +82,24 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
       ->capture_default_str();
   app.add_option("-b,--batch-size", c.batch_size, "Sequences decoded together")
       ->group(decoding)
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   app.add_option("-n,--max-new-tokens", c.max_new_tokens, "Tokens to generate per sequence")
       ->group(decoding)
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   app.add_option("--temperature", c.temperature, "Sampling temperature; 0 = greedy")
       ->group(decoding)
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->capture_default_str();
   app.add_option("-k,--lookahead", c.lookahead, "Draft tokens per speculation round (K)")
       ->group(decoding)
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   app.add_option("--draft-temperature", c.draft_temperature,
                  "Draft sampling temperature (default: --temperature)")
       ->group(decoding)
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--seed", c.seed, "Seed of sampling and random prompts")
       ->group(decoding)
       ->capture_default_str();
@@ -69,19 +111,19 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
       ->check(CLI::ExistingFile);
   app.add_option("--num-prompts", c.num_prompts, "Random prompts to generate (default: batch size)")
       ->group(prompts)
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   app.add_option("--prompt-len", c.prompt_len, "Tokens per random prompt, BOS included")
       ->group(prompts)
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
 
   app.add_option("--warmup", c.warmup, "Unrecorded runs before the recorded ones")
       ->group(reps)
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->capture_default_str();
   app.add_option("-r,--reps", c.reps, "Recorded repetitions (mean +- stddev over these)")
       ->group(reps)
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
 
   const std::string ssd = "SSD / SAGUARO";
@@ -108,7 +150,7 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
   app.add_option("--saguaro-c", c.saguaro_c,
                  "Saguaro sampling constant C in [0, 1] (Definition 14); 1 = plain sampling")
       ->group(ssd)
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(within(0, 1))
       ->capture_default_str();
   app.add_option("--fallback", c.fallback,
                  "On a cache miss: primary (just-in-time drafting), backup, or auto (Theorem 17)")
@@ -131,12 +173,12 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
   const std::string ranks = "Ranks";
   app.add_option("--target-tp", c.target_tp, "Target tensor-parallel ranks (T)")
       ->group(ranks)
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   app.add_option("--draft-ranks", c.draft_ranks,
                  "Draft ranks (D, 0 or 1; default: launched ranks - T); mpirun -np must be T + D")
       ->group(ranks)
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--draft-placement", c.draft_placement,
                  "separate: the draft on its own rank (hardware); collocated: on target rank 0 "
                  "(ordinary SD); auto: separate when there is a draft rank")
@@ -155,7 +197,7 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
   app.add_option("-t,--threads", c.threads,
                  "CPU threads per rank (default: the node's cores / its ranks)")
       ->group(hardware)
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   app.add_option("--gemm", c.gemm,
                  "CPU GEMM: invariant (batch-invariant, bit-exact across batch shapes) or "
                  "openblas (faster prefill, not batch-invariant); CUDA: invariant (own kernel "
@@ -175,7 +217,7 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
   app.add_option("--progress", c.progress,
                  "Seconds between '# progress' lines (tokens, elapsed, ETA); 0 = none")
       ->group(output)
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->capture_default_str();
   app.add_flag("--show-tokens", c.show_tokens,
                "Print every sequence's generated token ids after the results")
@@ -198,13 +240,13 @@ void add_characterize_flags(CLI::App& app, CharacterizeConfig& c) {
       ->capture_default_str();
   app.add_option("--target-tp", c.target_tp, "Target tensor-parallel ranks (T)")
       ->group(ranks)
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   app.add_option("--draft-ranks", c.draft_ranks,
                  "Draft ranks (D, 0 or 1; default: launched ranks - T); 0 with --draft: the "
                  "draft is measured on target rank 0 (collocated)")
       ->group(ranks)
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app.add_option("--backend", c.backend, "Compute backend: cpu, cuda, or auto")
       ->group(hardware)
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
@@ -214,7 +256,7 @@ void add_characterize_flags(CLI::App& app, CharacterizeConfig& c) {
   app.add_option("-t,--threads", c.threads,
                  "CPU threads per rank (default: the node's cores / its ranks)")
       ->group(hardware)
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   app.add_option("--gemm", c.gemm, "GEMM kernel, as for a run (invariant, openblas, cublas)")
       ->group(hardware)
       ->check(CLI::IsMember({"invariant", "openblas", "cublas"}))
@@ -222,29 +264,29 @@ void add_characterize_flags(CLI::App& app, CharacterizeConfig& c) {
   add_weight_dtype_flag(app, c.weight_dtype, hardware);
   app.add_option("-k,--lookahead", c.lookahead, "K: verification is K+1 rows per sequence")
       ->group(shape)
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   app.add_option("-b,--batch-size", c.batch_size, "Sequences per forward pass")
       ->group(shape)
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   app.add_option("--context", c.context, "Committed tokens per sequence in the timed steps")
       ->group(shape)
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   app.add_option("--branch-rows", c.branch_rows,
                  "Rows of the timed draft branch steps, comma separated (default: b(K+1) times "
                  "1, 2, 4 and 8)")
       ->group(shape)
       ->delimiter(',')
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   app.add_option("--rows", c.rows, "Rows of the prefill-shaped target GEMM")
       ->group(shape)
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   app.add_option("--min-time", c.min_time, "Seconds each measurement runs for, at least")
       ->group(measure)
-      ->check(CLI::PositiveNumber)
+      ->check(above(0))
       ->capture_default_str();
   app.add_option("--memory-bytes", c.memory_bytes,
                  "Bytes of the bandwidth buffers (well above the last-level cache)")
@@ -296,7 +338,7 @@ Cli parse_cli(int argc, const char* const* argv) {
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
   make->add_option("--shards", ck.shards, "Split the weights over this many safetensors files")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   make->add_flag("--overwrite", ck.overwrite, "Replace an existing checkpoint");
 

@@ -48,6 +48,18 @@ class Errors(unittest.TestCase):
         self.expect_error(TINY + ["--prompt-len", "0"], "--prompt-len")
         self.expect_error(TINY + ["--batch-size", "many"], "--batch-size")
 
+    def test_range_errors_name_the_bound(self):
+        """No 300-digit DBL_MAX (CLI11's PositiveNumber): the rule and the value given."""
+        cases = [(["--lookahead", "0"], "--lookahead: must be >= 1 (got 0)"),
+                 (["--temperature", "-0.5"], "--temperature: must be >= 0 (got -0.5)"),
+                 (["--saguaro-c", "1.5"], "--saguaro-c: must be in [0, 1] (got 1.5)"),
+                 (["--batch-size", "many"], "--batch-size: expected a number (got many)")]
+        for flags, message in cases:
+            line = self.expect_error(TINY + flags, message)
+            self.assertLess(len(line), 120, line)
+        line = self.expect_error(["characterize", "--min-time", "0"],
+                                 "--min-time: must be > 0 (got 0)")
+
     def test_choices_and_unknown_flags(self):
         self.expect_error(TINY + ["--mode", "fast"], "--mode")
         self.expect_error(TINY + ["--gemm", "magic"], "--gemm")

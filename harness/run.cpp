@@ -1,8 +1,11 @@
 #include "harness/run.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -35,6 +38,17 @@ void check_output_path(const RunConfig& c) {
   const fs::path dir = fs::path(c.out).parent_path();
   if (!dir.empty() && !fs::is_directory(dir))
     throw InputError("--out: directory " + dir.string() + " does not exist");
+  // Prove the file can be created now, not after the whole run: a directory can pass every
+  // permission check (as root, or on /proc) and still refuse a new file. The probe has the
+  // partial file's name pattern, so nothing else is touched, and is removed at once.
+  const std::string probe = c.out + ".partial." + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    throw InputError("--out: cannot create " + c.out + ": " + std::strerror(err));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 Prompts make_prompts(RunConfig& c, const ModelConfig& mc) {

@@ -91,6 +91,13 @@ class Errors(unittest.TestCase):
 
     def test_output_directory(self):
         self.expect_error(TINY + ["--out", "/no/such/dir/x.h5"], "--out")
+        # An existing directory that refuses new files (even to root): found before decoding,
+        # so the run's header is all that was printed and no result row.
+        proc = run(*TINY, "--out", "/proc/x.h5")
+        self.assertEqual(proc.returncode, 2, proc.stderr)
+        self.assertIn("--out: cannot create /proc/x.h5", proc.stderr)
+        self.assertNotIn("Avg decode throughput", proc.stdout)
+        self.assertEqual([f for f in os.listdir(ARGS.work) if ".partial." in f], [])
 
     def test_make_checkpoint(self):
         self.expect_error(["make-checkpoint", "--preset", "nope", "--out",

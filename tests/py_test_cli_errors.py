@@ -99,6 +99,13 @@ class Errors(unittest.TestCase):
         self.assertNotIn("Avg decode throughput", proc.stdout)
         self.assertEqual([f for f in os.listdir(ARGS.work) if ".partial." in f], [])
 
+    def test_a_run_that_cannot_fit_in_memory_stops_before_loading(self):
+        """--batch-size 100000 needs ~100 GiB of KV cache alone: one line with both figures."""
+        line = self.expect_error(["--batch-size", "100000", "--max-new-tokens", "8",
+                                  "--threads", "1"], "not enough memory", "--batch-size (100000)")
+        self.assertRegex(line, r"needs about [0-9.]+ GiB \(weights .* KV cache .*\), "
+                               r"[0-9.]+ GiB available")
+
     def test_make_checkpoint(self):
         self.expect_error(["make-checkpoint", "--preset", "nope", "--out",
                            os.path.join(ARGS.work, "ck")], "nope")

@@ -56,14 +56,16 @@ void check_host_memory(MPI_Comm world, const MemoryNeed& need, const std::string
   double mine[4] = {need.weights, need.kv_cache, need.scratch, 1.0}, sum[4] = {0, 0, 0, 0};
   MPI_Allreduce(mine, sum, 4, MPI_DOUBLE, MPI_SUM, node);
   MPI_Comm_free(&node);
+  const MemoryNeed node_need{sum[0], sum[1], sum[2]};
+  const int node_ranks = int(sum[3]);
   const double available = host_available_bytes();
-  const double total = sum[0] + sum[1] + sum[2];
-  if (available < 0 || total <= available) return;
+  if (available < 0 || node_need.total() <= available) return;
   std::ostringstream why;
-  why << "not enough memory on " << host_name() << ": the run needs about " << gib(total)
-      << " (weights " << gib(sum[0]) << ", KV cache " << gib(sum[1]) << ", activations "
-      << gib(sum[2]) << ", over " << int(sum[3]) << " rank(s) on this host), " << gib(available)
-      << " available; reduce " << what_grows;
+  why << "not enough memory on " << host_name() << ": the run needs about "
+      << gib(node_need.total()) << " (weights " << gib(node_need.weights) << ", KV cache "
+      << gib(node_need.kv_cache) << ", activations " << gib(node_need.scratch) << ", over "
+      << node_ranks << " rank(s) on this host), " << gib(available) << " available; reduce "
+      << what_grows;
   throw InputError(why.str());
 }
 

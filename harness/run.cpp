@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -72,36 +71,27 @@ Prompts make_prompts(RunConfig& c, const ModelConfig& mc) {
 
 // Preflight (harness/memory_check.h): this rank's weights, KV cache and activations, summed
 // over the ranks of each node, against the node's available memory, before anything loads.
-void check_run_fits(const RunConfig& c, const RankLayout& layout, const Backend& backend,
-                    const WeightSource& target, const WeightSource* draft, const Prompts& prompts) {
+void check_run_fits(const RunConfig& c, const RankLayout& layout, const WeightSource& target,
+                    DType target_dtype, const WeightSource* draft, DType draft_dtype,
+                    const Prompts& prompts) {
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
   const int64_t rows = std::min<int64_t>(c.batch_size, int64_t(prompts.size()));
   const int64_t extra = c.mode == "ar" ? 0 : c.lookahead + 2;
   const int64_t capacity = int64_t(longest) + c.max_new_tokens + extra;
   const int64_t step_rows = rows * (c.mode == "ar" ? 1 : c.lookahead + 1);
-  const int64_t prefill_rows = rows * int64_t(longest);
+  const int64_t forward_rows = std::max(rows * int64_t(longest), step_rows);  // prefill or step
   MemoryNeed need;
-  std::exception_ptr failure;  // kept until after the collective: no rank may skip it
-  try {
-    if (layout.role == Role::Target) {
-      const DType dtype = backend.weight_storage(resolve_weight_dtype(c.weight_dtype, target));
-      need += estimate_model_memory(target.config(), dtype, layout.target_tp, rows, capacity,
-                                    std::max(prefill_rows, step_rows), step_rows);
-    }
-    if (draft && holds_draft(c, layout)) {  // at least one cache row per sequence
-      const DType dtype = backend.weight_storage(resolve_weight_dtype(c.weight_dtype, *draft));
-      need += estimate_model_memory(draft->config(), dtype, 1, rows, capacity,
-                                    std::max(prefill_rows, step_rows), step_rows);
-    }
-  } catch (...) {
-    failure = std::current_exception();
-  }
+  if (layout.role == Role::Target)
+    need += estimate_model_memory(target.config(), target_dtype, layout.target_tp, rows, capacity,
+                                  forward_rows, step_rows);
+  if (draft && holds_draft(c, layout))  // at least one cache row per sequence
+    need += estimate_model_memory(draft->config(), draft_dtype, 1, rows, capacity, forward_rows,
+                                  step_rows);
   check_host_memory(MPI_COMM_WORLD, need,
                     "--batch-size (" + std::to_string(c.batch_size) + "), --max-new-tokens (" +
                         std::to_string(c.max_new_tokens) + ") or the prompts' length (" +
                         std::to_string(longest) + " tokens)");
-  if (failure) std::rethrow_exception(failure);
 }
 
 // '# progress' lines at most every `every` seconds, so a long run shows it is alive without
@@ -196,13 +186,6 @@ int run_benchmark(const Cli& cli) {
     backend_owner = make_backend(config.backend, config.threads, config.gemm, config.devices);
   });
   Backend& backend = *backend_owner;
-  if (backend.weights_in_host_memory())
-    run_collectively(MPI_COMM_WORLD, [&] {
-      check_run_fits(config, layout, backend, *target_source, draft_source.get(), prompts);
-    });
-  std::unique_ptr<AllReduce> all_reduce;
-  std::optional<Model> target_model, draft_model;
-  double target_load_s = 0.0, draft_load_s = 0.0;
   DType target_dtype = DType::F32, draft_dtype = DType::F32;
   run_collectively(MPI_COMM_WORLD, [&] {
     target_dtype =
@@ -210,6 +193,16 @@ int run_benchmark(const Cli& cli) {
     if (draft_source)
       draft_dtype =
           backend.weight_storage(resolve_weight_dtype(config.weight_dtype, *draft_source));
+  });
+  if (backend.weights_in_host_memory())
+    run_collectively(MPI_COMM_WORLD, [&] {
+      check_run_fits(config, layout, *target_source, target_dtype, draft_source.get(), draft_dtype,
+                     prompts);
+    });
+  std::unique_ptr<AllReduce> all_reduce;
+  std::optional<Model> target_model, draft_model;
+  double target_load_s = 0.0, draft_load_s = 0.0;
+  run_collectively(MPI_COMM_WORLD, [&] {
     if (layout.role == Role::Target) {
       const double start = now_seconds();
       all_reduce = make_all_reduce(backend, layout.group);

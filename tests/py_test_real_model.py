@@ -14,11 +14,10 @@ import sys
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if not os.environ.get("SSD_TEST_IN_VENV"):
-    venv_python = subprocess.run(["bash", os.path.join(ROOT, "scripts", "python-env.sh")],
-                                 check=True, capture_output=True, text=True).stdout.split()[-1]
-    os.environ["SSD_TEST_IN_VENV"] = "1"
-    os.execv(venv_python, [venv_python, os.path.abspath(__file__), *sys.argv[1:]])
+sys.path.insert(0, os.path.join(ROOT, "analysis"))
+from ssd_analysis import venv  # noqa: E402
+
+venv.ensure("gguf", "tokenizers", "jinja2")
 
 import gguf  # noqa: E402
 import numpy as np  # noqa: E402
@@ -74,7 +73,7 @@ class TinyGguf:
                   "blk.0.ffn_up.weight": (self.ffn, h), "blk.0.ffn_down.weight": (h, self.ffn),
                   "blk.0.attn_norm.weight": (h,), "blk.0.ffn_norm.weight": (h,),
                   "output_norm.weight": (h,)}
-        self.hf = {}      # HF-order fp32 values, as the GGUF holds them after dequantization
+        self.hf = {}  # the expected HF-order fp32 values of each converted tensor
         w = gguf.GGUFWriter(path, "llama")
         w.add_block_count(1)
         w.add_context_length(128)

@@ -13,7 +13,9 @@ def ensure(*modules):
     venv's python (creating the venv once), or exits 2 with one line if that cannot work."""
     if all(importlib.util.find_spec(m) for m in modules):
         return
-    if os.environ.get("SSD_IN_VENV"):
+    # Whether this is the venv's interpreter, from the interpreter itself: an environment
+    # variable would be inherited by the tools this process starts under Debian's python.
+    if os.path.realpath(sys.prefix) == os.path.realpath(os.path.join(ROOT, ".venv")):
         print(f"{os.path.basename(sys.argv[0])}: the venv lacks {', '.join(modules)}",
               file=sys.stderr)
         sys.exit(2)
@@ -23,5 +25,4 @@ def ensure(*modules):
         sys.stderr.write(proc.stderr)
         sys.exit(2)
     python = proc.stdout.split()[-1]
-    os.environ["SSD_IN_VENV"] = "1"
-    os.execv(python, [python, *sys.argv])
+    os.execv(python, [python, os.path.abspath(sys.argv[0]), *sys.argv[1:]])

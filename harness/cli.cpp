@@ -1,52 +1,12 @@
 #include "harness/cli.h"
 
 #include <CLI/CLI.hpp>
-#include <cstdlib>
 #include <sstream>
+
+#include "harness/cli_checks.h"
 
 namespace ssd {
 namespace {
-
-// CLI11's PositiveNumber and NonNegativeNumber name their upper bound, DBL_MAX, in full (a
-// 300-digit number). These read like every other error: "--lookahead: must be >= 1 (got 0)".
-std::string bound_text(double v) {
-  std::ostringstream out;
-  out << v;
-  return out.str();
-}
-
-CLI::Validator number_check(const std::string& description, bool (*ok)(double, double, double),
-                            const std::string& rule, double lo, double hi = 0.0) {
-  return CLI::Validator(
-      [=](std::string& value) -> std::string {
-        char* end = nullptr;
-        const double v = std::strtod(value.c_str(), &end);
-        if (value.empty() || end == value.c_str() || *end != '\0')
-          return "expected a number (got " + value + ")";
-        return ok(v, lo, hi) ? std::string() : rule + " (got " + value + ")";
-      },
-      description);
-}
-
-// The help's type column keeps CLI11's words where they fit: INT:POSITIVE, FLOAT:NONNEGATIVE.
-CLI::Validator at_least(double lo) {  // integers: at_least(1) for "positive"
-  const std::string name = lo == 1 ? "POSITIVE" : lo == 0 ? "NONNEGATIVE" : ">= " + bound_text(lo);
-  return number_check(
-      name, [](double v, double a, double) { return v >= a; }, "must be >= " + bound_text(lo), lo);
-}
-
-CLI::Validator above(double lo) {
-  return number_check(
-      lo == 0 ? "POSITIVE" : "> " + bound_text(lo),
-      [](double v, double a, double) { return v > a; }, "must be > " + bound_text(lo), lo);
-}
-
-CLI::Validator within(double lo, double hi) {
-  return number_check(
-      "in [" + bound_text(lo) + ", " + bound_text(hi) + "]",
-      [](double v, double a, double b) { return v >= a && v <= b; },
-      "must be in [" + bound_text(lo) + ", " + bound_text(hi) + "]", lo, hi);
-}
 
 // --weight-dtype, for a run and for characterize alike.
 void add_weight_dtype_flag(CLI::App& app, std::string& value, const std::string& group) {

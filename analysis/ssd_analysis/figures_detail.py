@@ -125,9 +125,18 @@ def _names(char, table, column, default):
     return str(attrs.get(column, {}).get("names", default)).split(",")
 
 
+_DTYPE_BYTES = {"F32": 4.0, "BF16": 2.0, "F16": 2.0}
+
+
 def _element_bytes(char):
-    """Bytes per weight element on the characterized backend (4: fp32 cpu, 2: bf16 cuda);
-    files from before characterize recorded it are fp32."""
+    """Bytes per weight element as characterized: the target's weight dtype where the file
+    records it (the cpu backend keeps bf16 weights in 2 bytes while its activations, the
+    element_bytes attribute, stay fp32); else element_bytes (4: fp32 cpu, 2: bf16 cuda); files
+    from before characterize recorded either are fp32."""
+    dtype = char.attrs.get("target_weight_dtype", "")
+    dtype = (dtype.decode() if isinstance(dtype, bytes) else str(dtype)).upper()
+    if dtype in _DTYPE_BYTES:
+        return _DTYPE_BYTES[dtype]
     return float(char.attrs.get("element_bytes", 4))
 
 

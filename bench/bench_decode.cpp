@@ -123,7 +123,7 @@ Loaded& load(const std::string& spec, const std::string& dtype, int threads, int
     loaded.spec = spec;
     loaded.dtype = dtype;
     loaded.threads = threads;
-    loaded.backend = ssd::make_backend(bench_backend(), threads, "invariant", "");
+    loaded.backend = ssd::make_backend(bench_backend(), threads, "invariant", "").backend;
     loaded.model =
         ssd::load_model(*source, *loaded.backend, {}, nullptr,
                         loaded.backend->weight_storage(ssd::resolve_weight_dtype(dtype, *source)));

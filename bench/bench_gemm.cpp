@@ -7,13 +7,21 @@
 // rates. Weights cycle through copies totalling >= 128 MiB (at most 64 copies) so that, as in
 // a real decode step, matrices larger than a few MiB are read from memory, not from L3.
 //
+// openblas_batch_invariance/*: not a timing but a finding, whether OpenBLAS's sgemm gives row 0
+// the same bits for 1 row as for 4 and 16 (label; counters row0_differ, of `out` outputs, and
+// max_abs_diff). Many builds take a GEMV path for M=1 that rounds differently, which is why the
+// forward pass defaults to matmul_invariant.
+//
 // Threads: SSD_BENCH_THREADS (default 1), e.g. SSD_BENCH_THREADS=2 ./bench_gemm.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <random>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -105,6 +113,34 @@ void bm_gemm(benchmark::State& state, GemmFn fn, int element, int rows, int in, 
   state.counters["copies"] = w.copies;
 }
 
+// Row 0 of sgemm with `rows` rows against sgemm with one, at a llama-124m-like shape.
+void bm_openblas_invariance(benchmark::State& state, int rows, int threads) {
+  constexpr int in = 768, out = 2048;
+  std::mt19937 rng(31);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(size_t(16) * in), w(size_t(out) * in);
+  for (float& v : x) v = dist(rng);
+  rng.seed(32);
+  for (float& v : w) v = dist(rng);
+  std::vector<float> one(out), many(size_t(rows) * out);
+  int differ = 0;
+  double max_diff = 0;
+  for (auto _ : state) {
+    ssd::matmul_openblas(one.data(), x.data(), w.data(), 1, in, out, threads);
+    ssd::matmul_openblas(many.data(), x.data(), w.data(), rows, in, out, threads);
+    differ = 0;
+    max_diff = 0;
+    for (int j = 0; j < out; ++j) {
+      if (std::memcmp(&one[j], &many[j], sizeof(float)) != 0) ++differ;
+      max_diff = std::max(max_diff, double(std::fabs(one[j] - many[j])));
+    }
+  }
+  state.SetLabel(differ == 0 ? "batch-invariant" : "NOT batch-invariant");
+  state.counters["row0_differ"] = differ;
+  state.counters["out"] = out;
+  state.counters["max_abs_diff"] = max_diff;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -140,6 +176,15 @@ int main(int argc, char** argv) {
       }
     }
   }
+  for (int t : {1, 2})
+    for (int rows : {4, 16}) {
+      const std::string name =
+          "openblas_batch_invariance/768x2048/M:1_vs_M:" + std::to_string(rows) +
+          "/threads:" + std::to_string(t);
+      benchmark::RegisterBenchmark(name.c_str(), bm_openblas_invariance, rows, t)
+          ->Iterations(1)
+          ->Unit(benchmark::kMicrosecond);
+    }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -4,24 +4,17 @@
 
 #include <mpi.h>
 
-#include <cstdint>
 #include <vector>
 
 #include "kernels/backend.h"
 
 namespace ssd {
 
-struct CommStats {
-  int64_t calls = 0;
-  int64_t bytes = 0;
-  double seconds = 0.0;
-};
-
 class MpiAllReduce final : public AllReduce {
  public:
   explicit MpiAllReduce(MPI_Comm comm) : comm_(comm) { MPI_Comm_size(comm, &size_); }
   void sum(Buffer& buffer, size_t count) override;
-  const CommStats& stats() const { return stats_; }
+  CommStats stats() const override { return stats_; }
 
  private:
   MPI_Comm comm_;

@@ -41,8 +41,6 @@ struct NcclComm::Impl {
   cudaStream_t stream = nullptr;
   cudaEvent_t backend_ready = nullptr;  // recorded on the backend's stream
   cudaEvent_t comm_done = nullptr;      // recorded on the communicator's stream
-  char* message_scratch = nullptr;      // device staging for host messages
-  size_t message_bytes = 0;
 
   // Creates the stream and events on the backend's device (the comm is set by the caller).
   void create_stream() {
@@ -62,28 +60,15 @@ struct NcclComm::Impl {
     SSD_CUDA_CHECK(cudaEventRecord(comm_done, stream));
     SSD_CUDA_CHECK(cudaStreamWaitEvent(backend->stream(), comm_done, 0));
   }
-  char* scratch(size_t bytes) {
-    if (bytes > message_bytes) {
-      SSD_CUDA_CHECK(cudaStreamSynchronize(stream));
-      if (message_scratch) SSD_CUDA_CHECK(cudaFree(message_scratch));
-      message_scratch = nullptr;
-      message_bytes = 0;
-      SSD_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&message_scratch), bytes));
-      message_bytes = bytes;
-    }
-    return message_scratch;
-  }
   void destroy() noexcept {
     if (backend) backend->make_current();
     if (stream) cudaStreamSynchronize(stream);
     if (comm) ncclCommDestroy(comm);
-    if (message_scratch) cudaFree(message_scratch);
     if (backend_ready) cudaEventDestroy(backend_ready);
     if (comm_done) cudaEventDestroy(comm_done);
     if (stream) cudaStreamDestroy(stream);
     comm = nullptr;
     stream = nullptr;
-    message_scratch = nullptr;
     backend_ready = comm_done = nullptr;
     (void)cudaGetLastError();
   }
@@ -164,73 +149,6 @@ CudaBackend& NcclComm::backend() const {
 }
 cudaStream_t NcclComm::stream() const {
   return impl_->stream;
-}
-
-void NcclComm::send_bytes(const void* device_data, size_t bytes, int peer) {
-  impl_->after_backend();
-  SSD_NCCL_CHECK(ncclSend(device_data, bytes, ncclUint8, peer, impl_->comm, impl_->stream));
-  // The backend must not overwrite the data before it has left.
-  impl_->before_backend();
-}
-
-void NcclComm::recv_bytes(void* device_data, size_t bytes, int peer) {
-  impl_->after_backend();
-  SSD_NCCL_CHECK(ncclRecv(device_data, bytes, ncclUint8, peer, impl_->comm, impl_->stream));
-  impl_->before_backend();
-}
-
-void NcclComm::send(const Buffer& buffer, size_t offset, size_t count, int peer) {
-  if (offset > buffer.count || count > buffer.count - offset)
-    throw std::out_of_range("NcclComm::send: range outside the buffer");
-  // CudaBackend elements are bf16: 2 bytes each.
-  send_bytes(static_cast<const char*>(buffer.data) + offset * 2, count * 2, peer);
-}
-
-void NcclComm::recv(Buffer& buffer, size_t offset, size_t count, int peer) {
-  if (offset > buffer.count || count > buffer.count - offset)
-    throw std::out_of_range("NcclComm::recv: range outside the buffer");
-  recv_bytes(static_cast<char*>(buffer.data) + offset * 2, count * 2, peer);
-}
-
-namespace {
-constexpr size_t kPayloadOffset = 256;  // header and payload in separate stretches of scratch
-}
-
-void NcclComm::send_message(const std::vector<uint8_t>& bytes, int peer) {
-  impl_->backend->make_current();
-  const uint64_t length = bytes.size();
-  char* dev = impl_->scratch(kPayloadOffset + bytes.size());
-  SSD_CUDA_CHECK(
-      cudaMemcpyAsync(dev, &length, sizeof(length), cudaMemcpyHostToDevice, impl_->stream));
-  SSD_NCCL_CHECK(ncclSend(dev, sizeof(length), ncclUint8, peer, impl_->comm, impl_->stream));
-  if (length > 0) {
-    SSD_CUDA_CHECK(cudaMemcpyAsync(dev + kPayloadOffset, bytes.data(), bytes.size(),
-                                   cudaMemcpyHostToDevice, impl_->stream));
-    SSD_NCCL_CHECK(
-        ncclSend(dev + kPayloadOffset, bytes.size(), ncclUint8, peer, impl_->comm, impl_->stream));
-  }
-  // `length` and `bytes` are host memory the copies read: wait before returning.
-  SSD_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
-}
-
-std::vector<uint8_t> NcclComm::recv_message(int peer) {
-  impl_->backend->make_current();
-  uint64_t length = 0;
-  char* dev = impl_->scratch(kPayloadOffset);
-  SSD_NCCL_CHECK(ncclRecv(dev, sizeof(length), ncclUint8, peer, impl_->comm, impl_->stream));
-  SSD_CUDA_CHECK(
-      cudaMemcpyAsync(&length, dev, sizeof(length), cudaMemcpyDeviceToHost, impl_->stream));
-  SSD_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
-  std::vector<uint8_t> bytes(length);
-  if (length > 0) {
-    dev = impl_->scratch(kPayloadOffset + length);
-    SSD_NCCL_CHECK(
-        ncclRecv(dev + kPayloadOffset, length, ncclUint8, peer, impl_->comm, impl_->stream));
-    SSD_CUDA_CHECK(cudaMemcpyAsync(bytes.data(), dev + kPayloadOffset, length,
-                                   cudaMemcpyDeviceToHost, impl_->stream));
-    SSD_CUDA_CHECK(cudaStreamSynchronize(impl_->stream));
-  }
-  return bytes;
 }
 
 void NcclComm::synchronize() {

@@ -1,7 +1,7 @@
-// NCCL for the CUDA backend: the tensor-parallel all-reduce over device bf16 buffers, and
-// point-to-point transfers (for draft<->target messages when both sides run on GPUs). Built only
-// with CUDA and NCCL (target ssd_comm_nccl, defined in kernels/cuda/CMakeLists.txt; harness code
-// sees SSD_HAVE_NCCL=1 then).
+// NCCL for the CUDA backend: the tensor-parallel all-reduce over device bf16 buffers (draft<->
+// target messages go over MPI, comm/peer_link.h, on every backend). Built only with CUDA and NCCL
+// (target ssd_comm_nccl, defined in kernels/cuda/CMakeLists.txt; harness code sees SSD_HAVE_NCCL=1
+// then).
 //
 // Streams: each communicator has its own CUDA stream. Every operation is ordered after all work
 // enqueued so far on the backend's stream (an event the NCCL stream waits for), and the
@@ -13,12 +13,10 @@
 #include <mpi.h>
 
 #include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "comm/mpi_all_reduce.h"  // CommStats
 #include "kernels/backend.h"
 
 namespace ssd {
@@ -48,32 +46,10 @@ class NcclComm {
   CudaBackend& backend() const;
   cudaStream_t stream() const;
 
-  // Point to point on device memory (ncclSend/ncclRecv of raw bytes). The peer must post the
-  // matching call; both are enqueued (asynchronous), ordered as described above.
-  void send_bytes(const void* device_data, size_t bytes, int peer);
-  void recv_bytes(void* device_data, size_t bytes, int peer);
-  template <typename T>
-  void send(const T* device_data, size_t count, int peer) {
-    send_bytes(device_data, count * sizeof(T), peer);
-  }
-  template <typename T>
-  void recv(T* device_data, size_t count, int peer) {
-    recv_bytes(device_data, count * sizeof(T), peer);
-  }
-  // Elements [offset, offset + count) of a backend Buffer (bf16 elements).
-  void send(const Buffer& buffer, size_t offset, size_t count, int peer);
-  void recv(Buffer& buffer, size_t offset, size_t count, int peer);
-
-  // Variable-length host messages (encoded comm/messages.h structs): the length, then the bytes,
-  // staged through device memory. Blocking: send_message returns once the peer has the message,
-  // recv_message once it has arrived.
-  void send_message(const std::vector<uint8_t>& bytes, int peer);
-  std::vector<uint8_t> recv_message(int peer);
-
   // Waits for everything enqueued on the communicator's stream.
   void synchronize();
 
-  struct Impl;  // ncclComm_t, stream, events, scratch (nccl_all_reduce.cpp)
+  struct Impl;  // ncclComm_t, stream, events (nccl_all_reduce.cpp)
 
  private:
   friend class NcclAllReduce;
@@ -103,7 +79,7 @@ class NcclAllReduce final : public AllReduce {
   void sum(Buffer& buffer, size_t count) override;
   // calls and bytes; seconds stays 0 (the work is asynchronous on the GPU: time it with
   // CudaTimer on the backend's stream).
-  const CommStats& stats() const { return stats_; }
+  CommStats stats() const override { return stats_; }
   NcclComm& comm() { return *comm_; }
 
  private:

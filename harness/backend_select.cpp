@@ -1,4 +1,6 @@
-// make_backend(): --backend and --devices to a Backend, binding each rank to its GPU.
+// make_backend(): --backend and --devices to a Backend, binding each rank to its GPU. The
+// all-reduce factory is made here, beside the concrete backend, so nothing above needs to ask
+// which backend it holds.
 #include "harness/backend_select.h"
 
 #include <mpi.h>
@@ -8,6 +10,7 @@
 #include <string>
 #include <system_error>
 
+#include "comm/mpi_all_reduce.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/errors.h"
 
@@ -57,8 +60,14 @@ GemmKind cpu_gemm(const std::string& gemm) {
   throw InputError("--gemm " + gemm + ": the cpu backend has invariant or openblas");
 }
 
-std::unique_ptr<Backend> make_cpu(int threads, const std::string& gemm) {
-  return std::make_unique<CpuBackend>(threads, cpu_gemm(gemm));
+BackendSetup make_cpu(int threads, const std::string& gemm) {
+  BackendSetup setup;
+  setup.backend = std::make_unique<CpuBackend>(threads, cpu_gemm(gemm));
+  setup.make_all_reduce = [](MPI_Comm group) -> std::unique_ptr<AllReduce> {
+    return std::make_unique<MpiAllReduce>(group);
+  };
+  setup.libraries = setup.backend->library_versions();
+  return setup;
 }
 
 #if defined(SSD_HAVE_CUDA)
@@ -90,9 +99,34 @@ std::pair<int, int> node_local_rank() {
   return {rank, size};
 }
 
-std::unique_ptr<Backend> make_cuda(int threads, CudaGemm gemm, const std::string& devices,
-                                   const std::vector<int>& device_list, int local_rank,
-                                   int local_size, int visible) {
+// The sum over a one-rank group: the buffer itself.
+class IdentityAllReduce final : public AllReduce {
+ public:
+  void sum(Buffer&, size_t) override {}
+};
+
+// The all-reduce over `backend`'s device buffers (see BackendSetup::make_all_reduce). Holds a
+// reference: the backend is on the heap, so moving its unique_ptr does not move it.
+std::function<std::unique_ptr<AllReduce>(MPI_Comm)> cuda_all_reduce(CudaBackend& backend) {
+  return [&backend](MPI_Comm group) -> std::unique_ptr<AllReduce> {
+    int size = 1;
+    MPI_Comm_size(group, &size);
+    // Never an MpiAllReduce here: it would read device pointers as host memory.
+    if (size == 1) return std::make_unique<IdentityAllReduce>();
+#if defined(SSD_HAVE_NCCL)
+    return std::make_unique<NcclAllReduce>(group, backend);
+#else
+    (void)backend;
+    throw InputError(
+        "--backend cuda: tensor parallelism needs NCCL, and this build has none (set NCCL_HOME "
+        "and reconfigure)");
+#endif
+  };
+}
+
+BackendSetup make_cuda(int threads, CudaGemm gemm, const std::string& devices,
+                       const std::vector<int>& device_list, int local_rank, int local_size,
+                       int visible) {
   const std::string host = host_name();
   int device = 0;
   if (!device_list.empty()) {
@@ -108,27 +142,28 @@ std::unique_ptr<Backend> make_cuda(int threads, CudaGemm gemm, const std::string
     // target on one GPU).
     device = local_rank % visible;
   }
+  std::unique_ptr<CudaBackend> cuda;
   try {
-    return std::make_unique<CudaBackend>(device, threads, gemm);
+    cuda = std::make_unique<CudaBackend>(device, threads, gemm);
   } catch (const std::runtime_error& e) {
     throw InputError("--backend cuda: no usable GPU on " + host + " (GPU " +
                      std::to_string(device) + ": " + e.what() + ")");
   }
+  BackendSetup setup;
+  setup.libraries = cuda->library_versions();
+#if defined(SSD_HAVE_NCCL)
+  setup.libraries.emplace_back("nccl", nccl_version());
+#endif
+  setup.make_all_reduce = cuda_all_reduce(*cuda);
+  setup.backend = std::move(cuda);
+  return setup;
 }
 #endif
 
 }  // namespace
 
-bool cuda_backend_built() {
-#if defined(SSD_HAVE_CUDA)
-  return true;
-#else
-  return false;
-#endif
-}
-
-std::unique_ptr<Backend> make_backend(const std::string& name, int threads, const std::string& gemm,
-                                      const std::string& devices) {
+BackendSetup make_backend(const std::string& name, int threads, const std::string& gemm,
+                          const std::string& devices) {
   check_name(name);
   const std::vector<int> device_list = parse_devices(devices);
   if (name == "cpu") return make_cpu(threads, gemm);
@@ -146,70 +181,6 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int threads, cons
   if (name == "auto") return make_cpu(threads, gemm);
   throw InputError("--backend cuda: this build has no CUDA backend (configure with -DSSD_CUDA=ON)");
 #endif
-}
-
-std::string backend_device_description(Backend& backend) {
-#if defined(SSD_HAVE_CUDA)
-  if (auto* cuda = dynamic_cast<CudaBackend*>(&backend)) {
-    const int d = cuda->device();
-    return cuda->device_name() + " (cuda:" + std::to_string(d) + ", PCI " +
-           cuda_device_pci_bus_id(d) + ", cc " + cuda_compute_capability(d) + ")";
-  }
-#endif
-  return backend.device_name();
-}
-
-namespace {
-// The sum over a one-rank group: the buffer itself.
-class IdentityAllReduce final : public AllReduce {
- public:
-  void sum(Buffer&, size_t) override {}
-};
-}  // namespace
-
-std::unique_ptr<AllReduce> make_all_reduce(Backend& backend, MPI_Comm group) {
-#if defined(SSD_HAVE_CUDA)
-  if (auto* cuda = dynamic_cast<CudaBackend*>(&backend)) {
-    int size = 1;
-    MPI_Comm_size(group, &size);
-    // Never an MpiAllReduce here: it would read device pointers as host memory.
-    if (size == 1) return std::make_unique<IdentityAllReduce>();
-#if defined(SSD_HAVE_NCCL)
-    return std::make_unique<NcclAllReduce>(group, *cuda);
-#else
-    (void)cuda;
-    throw InputError(
-        "--backend cuda: tensor parallelism needs NCCL, and this build has none (set NCCL_HOME "
-        "and reconfigure)");
-#endif
-  }
-#else
-  (void)backend;  // every backend of a CPU-only build holds host memory
-#endif
-  return std::make_unique<MpiAllReduce>(group);
-}
-
-CommStats all_reduce_stats(const AllReduce& all_reduce) {
-  if (auto* mpi = dynamic_cast<const MpiAllReduce*>(&all_reduce)) return mpi->stats();
-#if defined(SSD_HAVE_NCCL)
-  if (auto* nccl = dynamic_cast<const NcclAllReduce*>(&all_reduce)) return nccl->stats();
-#endif
-  return {};
-}
-
-std::vector<std::pair<std::string, std::string>> backend_versions(Backend& backend) {
-  std::vector<std::pair<std::string, std::string>> out;
-#if defined(SSD_HAVE_CUDA)
-  if (dynamic_cast<CudaBackend*>(&backend)) {
-    out = cuda_versions();
-#if defined(SSD_HAVE_NCCL)
-    out.emplace_back("nccl", nccl_version());
-#endif
-  }
-#else
-  (void)backend;
-#endif
-  return out;
 }
 
 }  // namespace ssd

@@ -1,20 +1,34 @@
-// Choosing and describing this rank's compute backend (--backend cpu|cuda|auto, --devices).
+// Choosing this rank's compute backend (--backend cpu|cuda|auto, --devices) and the all-reduce
+// that fits it.
 #pragma once
 
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "comm/mpi_all_reduce.h"  // CommStats
 #include "kernels/backend.h"
 
 namespace ssd {
 
-// Whether this binary contains the CUDA backend (configured with SSD_CUDA=AUTO/ON and nvcc).
-bool cuda_backend_built();
+// This rank's compute backend and what goes with it. Move-only; make_all_reduce may refer to
+// *backend, so call it only while backend lives.
+struct BackendSetup {
+  std::unique_ptr<Backend> backend;
+  // The tensor-parallel all-reduce that fits backend: MpiAllReduce (host buffers) for cpu,
+  // NcclAllReduce (device buffers, deterministic rank-order sum) for cuda, an identity for cuda
+  // on a one-rank group (no NCCL set-up for TP = 1). Collective over `group` for cuda with more
+  // than one rank. Throws ssd::InputError for cuda with more than one rank in a build without
+  // NCCL.
+  std::function<std::unique_ptr<AllReduce>(MPI_Comm group)> make_all_reduce;
+  // {name, version} of the libraries behind backend and its all-reduce, for the header and the
+  // result file's /libraries: backend->library_versions(), plus {"nccl", "2.28.9"} for cuda in
+  // a build with NCCL; empty for cpu.
+  std::vector<std::pair<std::string, std::string>> libraries;
+};
 
 // Creates this rank's backend.
 //   name     "cpu":  CpuBackend(threads, gemm).
@@ -37,24 +51,7 @@ bool cuda_backend_built();
 // Collective over MPI_COMM_WORLD when MPI is initialised, the build has CUDA and name is "cuda"
 // or "auto": every rank must call it, with the same name and devices. Argument errors are
 // thrown before the collective step, identically on every rank.
-std::unique_ptr<Backend> make_backend(const std::string& name, int threads, const std::string& gemm,
-                                      const std::string& devices);
-
-// For the header: the CPU model (cpu), or "GPU name (cuda:N, PCI 0000:1B:00.0, cc 9.0)".
-std::string backend_device_description(Backend& backend);
-
-// For HDF5 attributes: {"cuda_driver", "13.0"}, {"cuda_runtime", "13.0"}, {"cublas", "13.0.2"},
-// {"nccl", "2.28.9"} (when built with NCCL) for a CUDA backend; empty for cpu.
-std::vector<std::pair<std::string, std::string>> backend_versions(Backend& backend);
-
-// The tensor-parallel all-reduce that fits `backend`: MpiAllReduce (host buffers) for cpu,
-// NcclAllReduce (device buffers, deterministic rank-order sum) for cuda, an identity for cuda
-// on a one-rank group (no NCCL set-up for TP = 1). Collective over `group` for cuda with more
-// than one rank. Throws ssd::InputError for cuda with more than one rank in a build without
-// NCCL.
-std::unique_ptr<AllReduce> make_all_reduce(Backend& backend, MPI_Comm group);
-
-// Calls, bytes and (MPI only) seconds of an all-reduce made by make_all_reduce.
-CommStats all_reduce_stats(const AllReduce& all_reduce);
+BackendSetup make_backend(const std::string& name, int threads, const std::string& gemm,
+                          const std::string& devices);
 
 }  // namespace ssd

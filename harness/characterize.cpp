@@ -168,10 +168,10 @@ int run_characterize(const Cli& cli) {
       }
     }
   });
-  std::unique_ptr<Backend> backend_owner;
+  BackendSetup backend_setup;
   run_collectively(MPI_COMM_WORLD,
-                   [&] { backend_owner = make_backend(c.backend, c.threads, c.gemm, c.devices); });
-  Backend& backend = *backend_owner;
+                   [&] { backend_setup = make_backend(c.backend, c.threads, c.gemm, c.devices); });
+  Backend& backend = *backend_setup.backend;
   std::unique_ptr<AllReduce> all_reduce;
   std::optional<Model> target_model, draft_model;
   const DType target_dtype =
@@ -189,7 +189,7 @@ int run_characterize(const Cli& cli) {
                      backend.weight_storage(resolve_weight_dtype(c.weight_dtype, *draft_source))};
   run_collectively(MPI_COMM_WORLD, [&] {
     if (is_target) {
-      all_reduce = make_all_reduce(backend, layout.group);
+      all_reduce = backend_setup.make_all_reduce(layout.group);
       if (c.forward) {
         const double start = MPI_Wtime();
         target_model =
@@ -210,11 +210,11 @@ int run_characterize(const Cli& cli) {
   CharacterizeReport report;
   report.config = &c;
   report.info = collect_run_info();
-  for (const auto& version : backend_versions(backend)) report.info.libraries.push_back(version);
-  if (backend.name() == "cuda") report.info.gpu_model = backend_device_description(backend);
+  for (const auto& version : backend_setup.libraries) report.info.libraries.push_back(version);
+  if (std::string gpu = backend.gpu_model(); !gpu.empty()) report.info.gpu_model = gpu;
   const std::string role = layout.role_name() + (holds && is_target ? " + draft" : "");
   report.info.ranks = gather_rank_info({layout.world_rank, role, report.info.host, int(getpid()),
-                                        backend_device_description(backend), c.threads});
+                                        backend.device_description(), c.threads});
   report.backend = backend.name();
   report.target_tp = layout.target_tp;
   report.draft_ranks = layout.draft_ranks;

@@ -181,11 +181,11 @@ int run_benchmark(const Cli& cli) {
     outcome_model(config);  // validates --outcomes on every rank
   });
 
-  std::unique_ptr<Backend> backend_owner;
+  BackendSetup backend_setup;
   run_collectively(MPI_COMM_WORLD, [&] {
-    backend_owner = make_backend(config.backend, config.threads, config.gemm, config.devices);
+    backend_setup = make_backend(config.backend, config.threads, config.gemm, config.devices);
   });
-  Backend& backend = *backend_owner;
+  Backend& backend = *backend_setup.backend;
   DType target_dtype = DType::F32, draft_dtype = DType::F32;
   run_collectively(MPI_COMM_WORLD, [&] {
     target_dtype =
@@ -205,7 +205,7 @@ int run_benchmark(const Cli& cli) {
   run_collectively(MPI_COMM_WORLD, [&] {
     if (layout.role == Role::Target) {
       const double start = now_seconds();
-      all_reduce = make_all_reduce(backend, layout.group);
+      all_reduce = backend_setup.make_all_reduce(layout.group);
       target_model = load_model(*target_source, backend, Shard{layout.group_rank, layout.target_tp},
                                 all_reduce.get(), target_dtype);
       target_load_s = now_seconds() - start;
@@ -218,14 +218,14 @@ int run_benchmark(const Cli& cli) {
   });
 
   RunInfo info = collect_run_info();
-  for (const auto& version : backend_versions(backend)) info.libraries.push_back(version);
-  if (backend.name() == "cuda") info.gpu_model = backend_device_description(backend);
+  for (const auto& version : backend_setup.libraries) info.libraries.push_back(version);
+  if (std::string gpu = backend.gpu_model(); !gpu.empty()) info.gpu_model = gpu;
   config.backend = backend.name();
   const bool draft_only = layout.role == Role::Draft;
   info.ranks = gather_rank_info(
       {layout.world_rank,
        layout.role_name() + (layout.is_run_leader() && draft_model ? " + draft" : ""), info.host,
-       int(getpid()), backend_device_description(backend), config.threads});
+       int(getpid()), backend.device_description(), config.threads});
   const ModelConfig& mc = target_source->config();
   ModelSummary target{config.target,
                       target_source->describe(),

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/dtype.h"
 
@@ -53,6 +55,17 @@ class Backend {
   virtual std::string name() const = 0;         // "cpu", "cuda"
   virtual std::string device_name() const = 0;  // CPU model or GPU name
   virtual int threads() const = 0;
+  // The device as the console header and the rank table show it: the CPU model, or
+  // "NVIDIA H100 80GB HBM3 (cuda:0, PCI 0000:1B:00.0, cc 9.0)" (which GPU of a node, not only
+  // which kind).
+  virtual std::string device_description() const { return device_name(); }
+  // The GPU this backend computes on, described as device_description() does; "" for a backend
+  // that runs on the host's cores (results record "none" then).
+  virtual std::string gpu_model() const { return {}; }
+  // {name, version} of the libraries the backend itself calls, e.g. {"cublas", "13.0.2"}, for
+  // the console header and the result file's /libraries. What every run links (OpenBLAS, MPI)
+  // is reported elsewhere, so the CPU backend has none of its own.
+  virtual std::vector<std::pair<std::string, std::string>> library_versions() const { return {}; }
   // Bytes one stored element takes (4 for fp32, 2 for bf16): what a weight read moves.
   virtual size_t element_bytes() const { return sizeof(float); }
 
@@ -109,11 +122,20 @@ class Backend {
   virtual void add(Buffer& x, const Buffer& y, size_t count) = 0;
 };
 
+// What an all-reduce has moved so far, for reports of communication cost.
+struct CommStats {
+  int64_t calls = 0;
+  int64_t bytes = 0;
+  double seconds = 0.0;  // 0 where the work is asynchronous on a device (time it there)
+};
+
 // Sums a buffer across the tensor-parallel group (comm/ implements it; TP=1 needs none).
 class AllReduce {
  public:
   virtual ~AllReduce() = default;
   virtual void sum(Buffer& buffer, size_t count) = 0;
+  // Zeros for an all-reduce that counts nothing (the identity of a one-rank group).
+  virtual CommStats stats() const { return {}; }
 };
 
 }  // namespace ssd

@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -214,32 +213,6 @@ TEST(MatmulOpenBlas, MatchesDoubleReference) {
         if (HasFatalFailure()) return;
       }
   expect_close_to_reference(matmul_openblas, 16, 768, 257, 2);
-}
-
-// Informational only: whether OpenBLAS's sgemm gives row 0 the same bits for 1, 4 and 16 rows
-// at a llama-124m-like shape. Many builds take a GEMV path for M=1 that rounds differently,
-// which is why the forward pass defaults to matmul_invariant.
-TEST(MatmulOpenBlas, OpenBlasBatchInvarianceReport) {
-  const int in = 768, out = 2048;
-  const std::vector<float> x = random_values(size_t(16) * in, 31);
-  const std::vector<float> w = random_values(size_t(out) * in, 32);
-  for (int threads : {1, 2}) {
-    const std::vector<float> one = run(matmul_openblas, x, w, 1, in, out, threads);
-    for (int rows : {4, 16}) {
-      const std::vector<float> many = run(matmul_openblas, x, w, rows, in, out, threads);
-      int differ = 0;
-      double max_diff = 0;
-      for (int j = 0; j < out; ++j) {
-        if (std::memcmp(&one[j], &many[j], sizeof(float)) != 0) ++differ;
-        max_diff = std::max(max_diff, double(std::fabs(one[j] - many[j])));
-      }
-      std::printf(
-          "[ openblas ] in=%d out=%d threads=%d rows=1 vs rows=%d: %s (%d of %d row-0 "
-          "outputs differ, max |diff| %.3g)\n",
-          in, out, threads, rows, differ == 0 ? "batch-invariant" : "NOT batch-invariant", differ,
-          out, max_diff);
-    }
-  }
 }
 
 }  // namespace

@@ -35,6 +35,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kernels/backend.h"
 
@@ -61,6 +63,11 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string device_name() const override;  // e.g. "NVIDIA H100 80GB HBM3"
+  // "NVIDIA H100 80GB HBM3 (cuda:0, PCI 0000:1B:00.0, cc 9.0)"
+  std::string device_description() const override;
+  std::string gpu_model() const override { return device_description(); }
+  // The CUDA driver, runtime and cuBLAS (cuda_versions(), kernels/cuda/cuda_device.h).
+  std::vector<std::pair<std::string, std::string>> library_versions() const override;
   int threads() const override { return threads_; }
   size_t element_bytes() const override { return 2; }  // bf16
 
@@ -107,7 +114,7 @@ class CudaBackend final : public Backend {
   void make_current() const;
 
  private:
-  struct State;  // staging memory, scratch buffers, fp32 shadows (cuda_backend.cu)
+  struct State;  // staging memory, scratch buffers, fp32 shadows (cuda_backend_internal.cuh)
 
   void matmul_cublas(Buffer& out, const Buffer& x, const Buffer& w, int rows, int in, int out_dim);
   const int32_t* upload_mask(const AttentionMask& mask);

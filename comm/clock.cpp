@@ -1,5 +1,7 @@
 #include "comm/clock.h"
 
+#include <chrono>
+
 namespace ssd {
 namespace {
 double g_offset = 0.0;
@@ -10,6 +12,11 @@ double global_now() {
 }
 void set_clock_offset(double offset) {
   g_offset = offset;
+}
+
+double now_seconds() {
+  using namespace std::chrono;
+  return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
 double estimate_clock_offset(MPI_Comm comm, int round_trips) {

@@ -15,4 +15,8 @@ double estimate_clock_offset(MPI_Comm comm, int round_trips = 16);
 double global_now();
 void set_clock_offset(double offset);
 
+// Monotonic seconds on this process's own clock, for durations that never meet another rank's
+// (progress lines, load times).
+double now_seconds();
+
 }  // namespace ssd

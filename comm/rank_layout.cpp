@@ -13,8 +13,8 @@ RankLayout make_rank_layout(int target_tp, int draft_ranks) {
   RankLayout l;
   MPI_Comm_rank(MPI_COMM_WORLD, &l.world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &l.world_size);
-  if (target_tp < 1) throw InputError("--target-tp: must be at least 1");
-  if (draft_ranks < 0) throw InputError("--draft-ranks: must be 0 or more");
+  if (target_tp < 1) throw InputError("target tensor-parallel size: must be at least 1");
+  if (draft_ranks < 0) throw InputError("draft ranks: must be 0 or more");
   if (target_tp + draft_ranks != l.world_size)
     throw InputError("mpirun -np " + std::to_string(l.world_size) + " does not equal --target-tp " +
                      std::to_string(target_tp) + " + --draft-ranks " + std::to_string(draft_ranks) +

@@ -6,6 +6,33 @@
 #include "harness/cli_checks.h"
 
 namespace ssd {
+
+const char* mode_name(Mode mode) {
+  switch (mode) {
+    case Mode::SD:
+      return "sd";
+    case Mode::SSD:
+      return "ssd";
+    case Mode::AR:
+      break;
+  }
+  return "ar";
+}
+
+const char* placement_name(DraftPlacement placement) {
+  switch (placement) {
+    case DraftPlacement::Collocated:
+      return "collocated";
+    case DraftPlacement::Separate:
+      return "separate";
+    case DraftPlacement::None:
+      return "none";
+    case DraftPlacement::Auto:
+      break;
+  }
+  return "auto";
+}
+
 namespace {
 
 // --weight-dtype, for a run and for characterize alike.
@@ -36,10 +63,9 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
       ->group(models)
       ->capture_default_str();
 
-  app.add_option("--mode", c.mode, "Decoding algorithm")
-      ->group(decoding)
-      ->check(CLI::IsMember({"ar", "sd", "ssd"}))
-      ->capture_default_str();
+  add_choice(app, "--mode", c.mode, {{"ar", Mode::AR}, {"sd", Mode::SD}, {"ssd", Mode::SSD}},
+             "Decoding algorithm")
+      ->group(decoding);
   app.add_option("-b,--batch-size", c.batch_size, "Sequences decoded together")
       ->group(decoding)
       ->check(at_least(1))
@@ -112,15 +138,16 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
       ->group(ssd)
       ->check(within(0, 1))
       ->capture_default_str();
-  app.add_option("--fallback", c.fallback,
-                 "On a cache miss: primary (just-in-time drafting), backup, or auto (Theorem 17)")
-      ->group(ssd)
-      ->check(CLI::IsMember({"primary", "backup", "auto"}))
-      ->capture_default_str();
-  app.add_option("--backup", c.backup, "Backup speculator: random tokens or ngram prompt lookup")
-      ->group(ssd)
-      ->check(CLI::IsMember({"random", "ngram"}))
-      ->capture_default_str();
+  add_choice(app, "--fallback", c.fallback,
+             {{"primary", FallbackMode::Primary},
+              {"backup", FallbackMode::Backup},
+              {"auto", FallbackMode::Auto}},
+             "On a cache miss: primary (just-in-time drafting), backup, or auto (Theorem 17)")
+      ->group(ssd);
+  add_choice(app, "--backup", c.backup,
+             {{"random", BackupKind::Random}, {"ngram", BackupKind::Ngram}},
+             "Backup speculator: random tokens or ngram prompt lookup")
+      ->group(ssd);
   app.add_option("--outcomes", c.outcomes,
                  "real, or synthetic:alpha=A,r=R[,alpha_b=AB,r_b=RB]: forward passes stay "
                  "real, verification outcomes are drawn per speculation source (acceptance A "
@@ -139,12 +166,13 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
                  "Draft ranks (D, 0 or 1; default: launched ranks - T); mpirun -np must be T + D")
       ->group(ranks)
       ->check(at_least(0));
-  app.add_option("--draft-placement", c.draft_placement,
-                 "separate: the draft on its own rank (hardware); collocated: on target rank 0 "
-                 "(ordinary SD); auto: separate when there is a draft rank")
-      ->group(ranks)
-      ->check(CLI::IsMember({"auto", "separate", "collocated"}))
-      ->capture_default_str();
+  add_choice(app, "--draft-placement", c.draft_placement,
+             {{"auto", DraftPlacement::Auto},
+              {"separate", DraftPlacement::Separate},
+              {"collocated", DraftPlacement::Collocated}},
+             "separate: the draft on its own rank (hardware); collocated: on target rank 0 "
+             "(ordinary SD); auto: separate when there is a draft rank")
+      ->group(ranks);
   app.add_option("--backend", c.backend,
                  "Compute backend: cpu, cuda, or auto (cuda when built with it and a GPU is "
                  "visible)")
@@ -341,13 +369,13 @@ std::vector<std::pair<std::string, std::string>> describe(const RunConfig& c) {
     return s.str();
   };
   return {
-      {"mode", c.mode},
+      {"mode", mode_name(c.mode)},
       {"target", c.target},
       {"draft", c.draft.empty() ? "none" : c.draft},
       {"weight_seed", str(c.weight_seed)},
       {"target_tp", str(c.target_tp)},
       {"draft_ranks", str(c.draft_ranks)},
-      {"draft_placement", c.draft_placement},
+      {"draft_placement", placement_name(c.draft_placement)},
       {"lookahead", str(c.lookahead)},
       {"draft_temperature", str(c.draft_temperature)},
       {"fanout", c.fanout},
@@ -356,8 +384,8 @@ std::vector<std::pair<std::string, std::string>> describe(const RunConfig& c) {
       {"fanout_r", c.fanout_r},
       {"budget", c.budget},
       {"saguaro_c", str(c.saguaro_c)},
-      {"fallback", c.fallback},
-      {"backup", c.backup},
+      {"fallback", fallback_mode_name(c.fallback)},
+      {"backup", backup_kind_name(c.backup)},
       {"outcomes", c.outcomes},
       {"batch_size", str(c.batch_size)},
       {"max_new_tokens", str(c.max_new_tokens)},

@@ -5,7 +5,18 @@
 #include <string>
 #include <vector>
 
+#include "ssd/backup_speculator.h"
+#include "ssd/fallback.h"
+
 namespace ssd {
+
+// --mode: autoregressive, speculative (SD), speculative speculative (SSD, SAGUARO).
+enum class Mode { AR, SD, SSD };
+const char* mode_name(Mode mode);  // "ar", "sd", "ssd"
+// --draft-placement: where the draft runs; Auto is resolved by the run plan (Separate when a
+// draft rank was launched), None for AR.
+enum class DraftPlacement { Auto, Collocated, Separate, None };
+const char* placement_name(DraftPlacement placement);
 
 // Settings of a benchmark run (the default command).
 struct RunConfig {
@@ -15,10 +26,10 @@ struct RunConfig {
   uint64_t weight_seed = 0;
   // Ranks
   int target_tp = 1;
-  int draft_ranks = -1;                  // -1: world size - target_tp
-  std::string draft_placement = "auto";  // separate | collocated | auto (separate if a draft rank)
+  int draft_ranks = -1;  // -1: world size - target_tp
+  DraftPlacement draft_placement = DraftPlacement::Auto;
   // Decoding
-  std::string mode = "ar";
+  Mode mode = Mode::AR;
   int batch_size = 1;
   int max_new_tokens = 128;
   double temperature = 0.0;
@@ -33,8 +44,8 @@ struct RunConfig {
   std::string fanout_r = "auto";
   std::string budget = "auto";
   double saguaro_c = 1.0;
-  std::string fallback = "auto";
-  std::string backup = "random";
+  FallbackMode fallback = FallbackMode::Auto;
+  BackupKind backup = BackupKind::Random;
   std::string outcomes = "real";  // real | synthetic:alpha=A,r=R
   // Prompts
   std::string prompts_file;  // JSONL, {"ids": [...]} per line; empty = random prompts

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ssd {
 
@@ -35,6 +37,32 @@ inline CLI::Validator at_least(double lo) {  // integers: at_least(1) for "posit
   const std::string name = lo == 1 ? "POSITIVE" : lo == 0 ? "NONNEGATIVE" : ">= " + bound_text(lo);
   return number_check(
       name, [](double v, double a, double) { return v >= a; }, "must be >= " + bound_text(lo), lo);
+}
+
+// A flag that takes one of a few names into an enum: checked as a name (so the error reads
+// "--mode: xx not in {ar,sd,ssd}"), then mapped, so nothing downstream compares strings.
+template <typename E>
+CLI::Option* add_choice(CLI::App& app, const std::string& flag, E& value,
+                        const std::vector<std::pair<std::string, E>>& choices,
+                        const std::string& help) {
+  std::string names, current;
+  for (const auto& [name, choice] : choices) {
+    names += (names.empty() ? "" : ",") + name;
+    if (choice == value) current = name;
+  }
+  // One validator that checks the name and rewrites it to the enum's number, which CLI11 then
+  // converts (a separate IsMember check would see the rewritten value).
+  CLI::Validator to_enum(
+      [choices, names](std::string& input) -> std::string {
+        for (const auto& [name, choice] : choices)
+          if (input == name) {
+            input = std::to_string(static_cast<int>(choice));
+            return {};
+          }
+        return input + " not in {" + names + "}";
+      },
+      "{" + names + "}");
+  return app.add_option(flag, value, help)->transform(to_enum)->default_str(current);
 }
 
 inline CLI::Validator above(double lo) {

@@ -5,9 +5,9 @@
 #include <exception>
 #include <iostream>
 
+#include "characterize/characterize.h"
 #include "comm/collective.h"
 #include "comm/launch.h"
-#include "harness/characterize.h"
 #include "harness/cli.h"
 #include "harness/run.h"
 #include "model/checkpoint.h"

@@ -2,8 +2,9 @@
 
 #include <cstdio>
 #include <iomanip>
-#include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "harness/result_row.h"
 
 namespace ssd {
 namespace {
@@ -12,14 +13,6 @@ std::string fmt(const char* format, double a, double b = 0.0) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), format, a, b);
   return buf;
-}
-
-std::string model_name(const std::string& spec) {
-  const std::string prefix = "synthetic:";
-  std::string name = spec.rfind(prefix, 0) == 0 ? spec.substr(prefix.size()) : spec;
-  while (name.size() > 1 && name.back() == '/') name.pop_back();
-  if (auto slash = name.rfind('/'); slash != std::string::npos) name = name.substr(slash + 1);
-  return name;
 }
 
 }  // namespace
@@ -89,78 +82,19 @@ void Report::header(const RunInfo& info, const RunConfig& config, const ModelSum
          << std::setw(32) << r.device.substr(0, 31) << std::right << std::setw(8) << r.threads
          << "\n";
   out_ << "#\n";
-  if (format_ == "text") {
-    out_ << "# " << std::left << std::setw(5) << "mode" << std::setw(14) << "target"
-         << std::setw(14) << "draft" << std::right << std::setw(3) << "K" << std::setw(6) << "batch"
-         << std::setw(8) << "prompts" << std::setw(6) << "new" << std::setw(20) << "decode tok/s"
-         << std::setw(18) << "ms/token" << std::setw(14) << "prefill tok/s" << std::setw(9)
-         << "acc.len" << std::setw(9) << "acc.rate" << std::setw(8) << "T_SD" << std::setw(7)
-         << "p_hit"
-         << "\n";
-  } else if (format_ == "csv") {
-    out_ << "mode,model,draft,lookahead,batch,prompts,new_tokens,temperature,threads,"
-            "decode_tok_s_mean,decode_tok_s_std,ms_per_token_mean,ms_per_token_std,"
-            "prefill_tok_s_mean,prefill_tok_s_std,reps,mean_acceptance_length,"
-            "acceptance_rate,t_sd,p_hit\n";
-  }
+  const std::vector<ResultCell> columns = make_result_row(config, target, RunSummary{});
+  if (format_ == "text") out_ << text_heading(columns) << "\n";
+  if (format_ == "csv") out_ << csv_heading(columns) << "\n";
   out_.flush();
 }
 
-void Report::result_row(const RunConfig& config, const ModelSummary& target, const RunSummary& s) {
-  const std::string model = model_name(target.spec);
-  const std::string draft = config.draft.empty() ? "-" : model_name(config.draft);
-  const SpeculationSummary& sp = s.speculation;
-  const std::string K = sp.present ? std::to_string(config.lookahead) : "-";
-  if (format_ == "text") {
-    out_ << "  " << std::left << std::setw(5) << config.mode << std::setw(14) << model
-         << std::setw(14) << draft << std::right << std::setw(3) << K << std::setw(6)
-         << config.batch_size << std::setw(8) << config.num_prompts << std::setw(6)
-         << config.max_new_tokens << std::setw(20)
-         << fmt("%.2f +- %.2f", s.decode_tokens_per_s.mean, s.decode_tokens_per_s.stddev)
-         << std::setw(18) << fmt("%.3f +- %.3f", s.ms_per_token.mean, s.ms_per_token.stddev)
-         << std::setw(14) << fmt("%.1f", s.prefill_tokens_per_s.mean) << std::setw(9)
-         << (sp.present ? fmt("%.3f", sp.mean_acceptance_length) : "-") << std::setw(9)
-         << (sp.present ? fmt("%.3f", sp.acceptance_rate) : "-") << std::setw(8)
-         << (sp.present ? fmt("%.3f", sp.t_sd) : "-") << std::setw(7)
-         << (sp.cache ? fmt("%.3f", sp.p_hit) : "-") << "\n";
-  } else if (format_ == "csv") {
-    out_ << config.mode << "," << model << "," << draft << "," << K << "," << config.batch_size
-         << "," << config.num_prompts << "," << config.max_new_tokens << "," << config.temperature
-         << "," << config.threads << "," << s.decode_tokens_per_s.mean << ","
-         << s.decode_tokens_per_s.stddev << "," << s.ms_per_token.mean << ","
-         << s.ms_per_token.stddev << "," << s.prefill_tokens_per_s.mean << ","
-         << s.prefill_tokens_per_s.stddev << "," << s.reps << "," << sp.mean_acceptance_length
-         << "," << sp.acceptance_rate << "," << sp.t_sd << "," << sp.p_hit << "\n";
-  } else {
-    // nlohmann::json escapes names (a checkpoint path may hold quotes or backslashes), writes
-    // every double at full precision, and null where a figure does not apply (and for NaN).
-    const auto applies = [](bool present, double v) {
-      return present ? nlohmann::json(v) : nlohmann::json(nullptr);
-    };
-    nlohmann::json row = {
-        {"mode", config.mode},
-        {"model", model},
-        {"draft", config.draft.empty() ? nlohmann::json(nullptr) : nlohmann::json(draft)},
-        {"lookahead", sp.present ? nlohmann::json(config.lookahead) : nlohmann::json(nullptr)},
-        {"batch", config.batch_size},
-        {"prompts", config.num_prompts},
-        {"new_tokens", config.max_new_tokens},
-        {"temperature", config.temperature},
-        {"threads", config.threads},
-        {"decode_tok_s_mean", s.decode_tokens_per_s.mean},
-        {"decode_tok_s_std", s.decode_tokens_per_s.stddev},
-        {"ms_per_token_mean", s.ms_per_token.mean},
-        {"ms_per_token_std", s.ms_per_token.stddev},
-        {"prefill_tok_s_mean", s.prefill_tokens_per_s.mean},
-        {"prefill_tok_s_std", s.prefill_tokens_per_s.stddev},
-        {"reps", s.reps},
-        {"mean_acceptance_length", applies(sp.present, sp.mean_acceptance_length)},
-        {"acceptance_rate", applies(sp.present, sp.acceptance_rate)},
-        {"t_sd", applies(sp.present, sp.t_sd)},
-        {"p_hit", applies(sp.cache, sp.p_hit)},
-    };
-    out_ << row.dump() << "\n";
-  }
+void Report::result_row(const std::vector<ResultCell>& row) {
+  if (format_ == "text")
+    out_ << text_line(row) << "\n";
+  else if (format_ == "csv")
+    out_ << csv_line(row) << "\n";
+  else
+    out_ << json_line(row) << "\n";
   out_.flush();
 }
 

@@ -17,6 +17,8 @@
 
 namespace ssd {
 
+struct ResultCell;  // harness/result_row.h
+
 struct ModelSummary {
   std::string spec;         // as given on the command line
   std::string description;  // the weight source's own description
@@ -35,7 +37,8 @@ class Report {
   Report(std::string format, std::ostream& out) : format_(std::move(format)), out_(out) {}
   void header(const RunInfo& info, const RunConfig& config, const ModelSummary& target,
               const std::optional<ModelSummary>& draft);
-  void result_row(const RunConfig& config, const ModelSummary& target, const RunSummary& s);
+  // The row of harness/result_row.h in the chosen format (its heading went with the header).
+  void result_row(const std::vector<ResultCell>& row);
   void final_lines(const RunSummary& s, const std::string& out_path);
   // '#'-comment lines "# tokens[i]: t0 t1 ..." for every sequence.
   void tokens(const std::vector<std::vector<int32_t>>& generated);

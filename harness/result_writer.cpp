@@ -1,8 +1,7 @@
 #include "harness/result_writer.h"
 
-#include <nlohmann/json.hpp>
-
 #include "harness/hdf5_writer.h"
+#include "harness/result_metadata.h"
 
 namespace ssd {
 namespace {
@@ -15,54 +14,17 @@ std::vector<int32_t> padded(const std::vector<std::vector<int32_t>>& rows, size_
   return out;
 }
 
-void write_model(ResultFile& file, const std::string& group, const ModelSummary& m) {
-  file.set_attr(group, "spec", m.spec);
-  file.set_attr(group, "source", m.description);
-  file.set_attr(group, "config_json", model_config_to_json(m.config).dump());
-  file.set_attr(group, "parameters", int64_t(m.config.parameter_count()));
-  file.set_attr(group, "weight_bytes_rank0", int64_t(m.weight_bytes));
-  file.set_attr(group, "weight_dtype", dtype_name(m.weight_dtype));
-  file.set_attr(group, "weight_bytes_per_token",
-                weight_bytes_per_token(m.config, dtype_size(m.weight_dtype)));
-}
-
 void write_metadata(ResultFile& file, const std::vector<std::string>& argv, const RunInfo& info,
                     const RunConfig& config, const ModelSummary& target,
                     const std::optional<ModelSummary>& draft) {
-  nlohmann::json resolved;
-  for (const auto& [name, value] : describe(config)) {
-    file.set_attr("/config", name, value);
-    resolved[name] = value;
-  }
-  file.set_attr("/", "schema_version", kSchemaVersion);
-  file.set_attr("/", "mode", config.mode);
-  file.set_attr("/", "config_json", resolved.dump());
-  std::string joined;
-  for (const std::string& a : argv) joined += (joined.empty() ? "" : " ") + a;
-  file.set_attr("/", "argv", joined);
-  file.set_attr("/", "version", info.version);
-  file.set_attr("/", "git_commit", info.git_commit);
-  file.set_attr("/", "build_type", info.build_type);
-  file.set_attr("/", "host", info.host);
-  file.set_attr("/", "cpu_model", info.cpu_model);
-  file.set_attr("/", "gpu_model", info.gpu_model);
-  file.set_attr("/", "start_time", info.start_time);
-  file.set_attr("/", "end_time", iso_time_now());
-  file.set_attr("/", "synthetic_outcomes", int64_t(config.outcomes == "real" ? 0 : 1));
+  RootMetadata m{mode_name(config.mode),
+                 argv,
+                 describe(config),
+                 config.outcomes != "real",
+                 {{"target", &target}}};
+  if (draft) m.models.emplace_back("draft", &*draft);
+  write_root_metadata(file, m, info);
   file.set_attr("/", "outcomes", config.outcomes);
-  for (const auto& [name, version] : info.libraries) file.set_attr("/libraries", name, version);
-
-  write_model(file, "/models/target", target);
-  if (draft) write_model(file, "/models/draft", *draft);
-
-  for (const RankInfo& r : info.ranks) {
-    const std::string group = "/ranks/" + std::to_string(r.rank);
-    file.set_attr(group, "role", r.role);
-    file.set_attr(group, "host", r.host);
-    file.set_attr(group, "device", r.device);
-    file.set_attr(group, "pid", int64_t(r.pid));
-    file.set_attr(group, "threads", int64_t(r.threads));
-  }
 }
 
 void write_rounds(ResultFile& file, const std::vector<RoundRecord>& rounds) {
@@ -116,17 +78,13 @@ void write_speculation_summary(ResultFile& file, const SpeculationSummary& sp) {
   file.set_attr("/summary", "rounds", sp.rounds);
   file.set_attr("/summary", "drafted_tokens", sp.drafted);
   file.set_attr("/summary", "accepted_tokens", sp.accepted);
-  file.set_attr("/summary", "mean_acceptance_length", sp.mean_acceptance_length);
-  file.set_attr("/summary", "acceptance_rate", sp.acceptance_rate);
   file.set_attr("/summary", "per_position_acceptance", sp.per_position);
   file.set_attr("/summary", "acceptance_length_histogram", sp.histogram);
-  file.set_attr("/summary", "t_sd", sp.t_sd);
   file.set_attr("/summary", "draft_time_s", sp.draft_s);
   file.set_attr("/summary", "verify_time_s", sp.verify_s);
   if (sp.cache) {
     file.set_attr("/summary", "cache_lookups", sp.lookups);
     file.set_attr("/summary", "cache_hits", sp.hits);
-    file.set_attr("/summary", "p_hit", sp.p_hit);
     file.set_attr("/summary", "p_hit_primary", sp.p_hit_primary);
     file.set_attr("/summary", "p_hit_backup", sp.p_hit_backup);
     file.set_attr("/summary", "e_hit", sp.e_hit);
@@ -134,6 +92,21 @@ void write_speculation_summary(ResultFile& file, const SpeculationSummary& sp) {
     file.set_attr("/summary", "t_p", sp.t_p);
     file.set_attr("/summary", "t_b", sp.t_b);
     file.set_attr("/summary", "ssd_warning", sp.warning);
+  }
+}
+
+// The result row's figures, under the /summary names docs/hdf5-schema.md gives them.
+void write_row_summary(ResultFile& file, const std::vector<ResultCell>& row) {
+  for (const ResultCell& c : row) {
+    if (c.summary_key.empty()) continue;
+    if (auto* m = std::get_if<ResultCell::MeanStd>(&c.value)) {
+      file.set_attr("/summary", c.summary_key, m->mean);
+      file.set_attr("/summary", c.summary_std_key, m->stddev);
+    } else if (auto* d = std::get_if<double>(&c.value)) {
+      file.set_attr("/summary", c.summary_key, *d);
+    } else if (auto* i = std::get_if<int64_t>(&c.value)) {
+      file.set_attr("/summary", c.summary_key, *i);
+    }
   }
 }
 
@@ -192,7 +165,8 @@ void write_result_file(const std::string& path, bool overwrite,
                        const std::vector<std::string>& argv, const RunInfo& info,
                        const RunConfig& config, const ModelSummary& target,
                        const std::optional<ModelSummary>& draft, const Prompts& prompts,
-                       const RunRecords& records, const RunSummary& summary) {
+                       const RunRecords& records, const RunSummary& summary,
+                       const std::vector<ResultCell>& row) {
   ResultFile file = ResultFile::create(path, overwrite);
   write_metadata(file, argv, info, config, target, draft);
 
@@ -216,13 +190,7 @@ void write_result_file(const std::string& path, bool overwrite,
     write_speculation_summary(file, summary.speculation);
   }
 
-  file.set_attr("/summary", "decode_tokens_per_s", summary.decode_tokens_per_s.mean);
-  file.set_attr("/summary", "decode_tokens_per_s_std", summary.decode_tokens_per_s.stddev);
-  file.set_attr("/summary", "prefill_tokens_per_s", summary.prefill_tokens_per_s.mean);
-  file.set_attr("/summary", "prefill_tokens_per_s_std", summary.prefill_tokens_per_s.stddev);
-  file.set_attr("/summary", "ms_per_token_mean", summary.ms_per_token.mean);
-  file.set_attr("/summary", "ms_per_token_std", summary.ms_per_token.stddev);
-  file.set_attr("/summary", "reps", int64_t(summary.reps));
+  write_row_summary(file, row);
   file.set_attr("/summary", "generated_tokens_per_rep", summary.generated_tokens);
   file.set_attr("/summary", "clock_span_s", records.clock_span_s);
   file.set_attr("/summary", "tokens_identical_across_reps",

@@ -7,22 +7,11 @@ namespace ssd {
 namespace {
 
 void check_shard(const ModelConfig& c, const Shard& shard) {
-  if (shard.size < 1) {
-    throw InputError("--target-tp " + std::to_string(shard.size) + " must be at least 1");
-  }
+  check_tensor_parallel(c, shard.size);
   if (shard.rank < 0 || shard.rank >= shard.size) {
     throw std::logic_error("load_weights: rank " + std::to_string(shard.rank) +
                            " outside a TP group of " + std::to_string(shard.size));
   }
-  const auto require = [&](int count, const char* what) {
-    if (count % shard.size != 0) {
-      throw InputError("--target-tp " + std::to_string(shard.size) + " does not divide " + what +
-                       " (" + std::to_string(count) + ")");
-    }
-  };
-  require(c.num_attention_heads, "num_attention_heads");
-  require(c.num_key_value_heads, "num_key_value_heads");
-  require(c.intermediate_size, "intermediate_size");
 }
 
 // Reads one tensor slice and uploads it, one tensor at a time so host memory peaks at the
@@ -110,11 +99,23 @@ Weights load_weights(WeightSource& source, Backend& backend, const Shard& shard,
   return w;
 }
 
+void check_tensor_parallel(const ModelConfig& c, int tp) {
+  if (tp < 1)
+    throw InputError("a tensor-parallel group of " + std::to_string(tp) +
+                     " ranks: must be at least 1");
+  for (auto [count, what] : {std::pair{c.num_attention_heads, "num_attention_heads"},
+                             {c.num_key_value_heads, "num_key_value_heads"},
+                             {c.intermediate_size, "intermediate_size"}})
+    if (count % tp != 0)
+      throw InputError("a tensor-parallel group of " + std::to_string(tp) +
+                       " ranks does not divide " + what + " (" + std::to_string(count) + ")");
+}
+
 DType resolve_weight_dtype(const std::string& value, const WeightSource& source) {
   if (value == "auto") return source.dtype();
   if (value == "f32") return DType::F32;
   if (value == "bf16") return DType::BF16;
-  throw InputError("--weight-dtype '" + value + "': expected auto, f32 or bf16");
+  throw InputError("weight dtype '" + value + "': expected auto, f32 or bf16");
 }
 
 void release_weights(Weights& w, Backend& backend) {

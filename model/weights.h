@@ -41,6 +41,10 @@ class WeightSource {
 
 // The storage --weight-dtype asks for: "auto" (the source's type), "f32", "bf16". Throws
 // InputError naming the flag otherwise.
+// Throws InputError unless `tp` ranks can split the model: heads, KV heads and the MLP width
+// must divide evenly.
+void check_tensor_parallel(const ModelConfig& config, int tp);
+
 DType resolve_weight_dtype(const std::string& flag_value, const WeightSource& source);
 
 // Opens a model spec: a checkpoint directory (config.json + model.safetensors or a sharded

@@ -6,6 +6,10 @@
 #include "ssd/sampling.h"
 
 namespace ssd {
+
+const char* backup_kind_name(BackupKind kind) {
+  return kind == BackupKind::Ngram ? "ngram" : "random";
+}
 namespace {
 
 void check(int K, int vocab) {

@@ -12,6 +12,11 @@ namespace ssd {
 // K proposed tokens for a sequence, and the K probability rows (K * vocab, row-major) the
 // proposal was drawn from, needed for lossless verification at temperature > 0. Rows are only
 // filled when asked for.
+// The backup speculator (SSD's fallback when the primary is too slow): random tokens or an
+// n-gram lookup in the sequence itself.
+enum class BackupKind { Random, Ngram };
+const char* backup_kind_name(BackupKind kind);  // "random", "ngram"
+
 struct BackupProposal {
   std::vector<int32_t> tokens;
   std::vector<float> probs;

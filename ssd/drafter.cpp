@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "ssd/autoregressive.h"
 #include "ssd/saguaro_sampling.h"
 #include "ssd/sampling.h"
 #include "ssd/synthetic_outcome.h"

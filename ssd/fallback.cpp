@@ -86,15 +86,22 @@ double stationary_hit_rate(double p_hit_primary, double p_hit_backup) {
   return p_hit_backup / denominator;
 }
 
-FallbackPolicy::FallbackPolicy(std::string mode) : mode_(std::move(mode)) {
-  if (mode_ != "primary" && mode_ != "backup" && mode_ != "auto")
-    throw InputError("--fallback '" + mode_ + "': expected primary, backup or auto");
+const char* fallback_mode_name(FallbackMode mode) {
+  switch (mode) {
+    case FallbackMode::Primary:
+      return "primary";
+    case FallbackMode::Backup:
+      return "backup";
+    case FallbackMode::Auto:
+      break;
+  }
+  return "auto";
 }
 
 FallbackKind FallbackPolicy::choose(int batch, const SpeedupInputs& measured,
                                     int rounds_observed) const {
-  if (mode_ == "primary") return FallbackKind::Primary;
-  if (mode_ == "backup") return FallbackKind::Backup;
+  if (mode_ == FallbackMode::Primary) return FallbackKind::Primary;
+  if (mode_ == FallbackMode::Backup) return FallbackKind::Backup;
   if (rounds_observed < kMinRounds) return FallbackKind::Primary;
   // Theorem 17: the primary below b*, the backup from b* on. Comparing the two speedups of its
   // proof at this batch size is that rule, and stays meaningful where b* does not exist.

@@ -49,23 +49,25 @@ std::pair<double, double> speedup_sandwich(double t_sd, double e_hit, double e_s
 double stationary_hit_rate(double p_hit_primary, double p_hit_backup);
 
 enum class FallbackKind { Primary, Backup };
+// What a cache miss falls back to: always one kind, or Theorem 17's choice (auto).
+enum class FallbackMode { Primary, Backup, Auto };
+const char* fallback_mode_name(FallbackMode mode);  // "primary", "backup", "auto"
 
-// --fallback primary|backup|auto. auto follows Theorem 17 (Primary when batch < b*, else
+// primary, backup or auto. auto follows Theorem 17 (Primary when batch < b*, else
 // Backup), deciding by comparing the two fallback speedups at the batch size directly, which
 // is the same rule wherever b* exists and is still defined where it does not.
 class FallbackPolicy {
  public:
-  // Throws InputError naming --fallback for any other mode.
-  explicit FallbackPolicy(std::string mode);
+  explicit FallbackPolicy(FallbackMode mode) : mode_(mode) {}
   // Before kMinRounds verification rounds the measurements are noise, so auto picks Primary
   // (the better choice at the batch size 1 the paper evaluates by default).
   FallbackKind choose(int batch, const SpeedupInputs& measured, int rounds_observed) const;
-  const std::string& mode() const { return mode_; }
+  FallbackMode mode() const { return mode_; }
 
   static constexpr int kMinRounds = 8;
 
  private:
-  std::string mode_;
+  FallbackMode mode_;
 };
 
 }  // namespace ssd

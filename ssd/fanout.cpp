@@ -14,7 +14,7 @@ namespace {
 constexpr const char* kFanoutForms = "uniform:F, list:F0,...,FK or geometric[:B]";
 
 [[noreturn]] void fanout_error(const std::string& text, const std::string& why) {
-  throw InputError("--fanout '" + text + "': " + why + " (expected " + kFanoutForms + ")");
+  throw InputError("fan-out '" + text + "': " + why + " (expected " + kFanoutForms + ")");
 }
 
 // A whole decimal integer: no sign, no spaces, no trailing characters.
@@ -162,7 +162,7 @@ std::vector<int> resolve_fanout(const FanoutSpec& spec, int K, int budget, doubl
       return std::vector<int>(K + 1, spec.uniform);
     case FanoutSpec::Kind::List:
       if (int(spec.list.size()) != K + 1)
-        throw InputError("--fanout list has " + std::to_string(spec.list.size()) +
+        throw InputError("fan-out list has " + std::to_string(spec.list.size()) +
                          " entries but lookahead K = " + std::to_string(K) +
                          " needs K+1 = " + std::to_string(K + 1) + " (F_0..F_K)");
       return spec.list;

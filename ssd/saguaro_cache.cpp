@@ -39,8 +39,8 @@ void SaguaroDrafter::choose_auto_budget(int rows) {
                                           : K * (step_a_ + step_b_ * in.rows);
   in.backup_fallback_s = backup_drafts_ ? backup_draft_s_ / double(backup_drafts_) : 0.0;
   in.e_miss_backup = 1.0 + (backup_rounds_ ? double(backup_accepted_) / backup_rounds_ : 0.0);
-  in.primary_fallback_allowed = s_.fallback != "backup";
-  in.backup_fallback_allowed = s_.fallback != "primary";
+  in.primary_fallback_allowed = s_.fallback != FallbackMode::Backup;
+  in.backup_fallback_allowed = s_.fallback != FallbackMode::Primary;
   const BudgetPrediction best = best_budget(in);
   // Grow at most geometrically, so the step-cost fit sees each size before relying on it far
   // beyond; shrink at once.

@@ -5,7 +5,6 @@
 #include <stdexcept>
 
 #include "comm/clock.h"
-#include "ssd/autoregressive.h"
 #include "ssd/backup_speculator.h"
 #include "ssd/draft_endpoint.h"
 #include "ssd/saguaro_sampling.h"
@@ -257,7 +256,7 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
       Row& row = rows_[misses[i]];
       SequenceSpeculation& out = spec.sequences[miss_slots[i]];
       const bool want_probs = target_temperature_ > 0.0;
-      BackupProposal p = s_.backup == "ngram"
+      BackupProposal p = s_.backup == BackupKind::Ngram
                              ? ngram_backup(row.tokens, K, vocab_, 3, want_probs)
                              : random_backup(K, vocab_, s_.seed, sampling_stream(row.sequence) + 3,
                                              row.draws, want_probs);

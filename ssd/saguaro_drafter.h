@@ -15,6 +15,7 @@
 
 #include "comm/messages.h"
 #include "comm/peer_link.h"
+#include "ssd/backup_speculator.h"
 #include "ssd/fallback.h"
 #include "ssd/fanout.h"
 #include "ssd/model_group.h"
@@ -44,14 +45,14 @@ struct SaguaroSettings {
   int lookahead = 4;               // K
   double draft_temperature = 0.0;  // 0 = greedy drafting
   uint64_t seed = 0;
-  FanoutSpec fanout;              // primary shape (after a primary-drafted round)
-  FanoutSpec backup_fanout;       // shape after a backup-drafted round
-  double alpha = -1.0;            // acceptance for geometric fan-out; < 0 = estimate
-  double r = -1.0;                // power-law exponent; < 0 = estimate
-  int budget = 0;                 // total fan-out per sequence; 0 = auto (ssd/budget.h)
-  double saguaro_c = 1.0;         // Definition 14's C
-  std::string fallback = "auto";  // primary | backup | auto
-  std::string backup = "random";  // random | ngram
+  FanoutSpec fanout;         // primary shape (after a primary-drafted round)
+  FanoutSpec backup_fanout;  // shape after a backup-drafted round
+  double alpha = -1.0;       // acceptance for geometric fan-out; < 0 = estimate
+  double r = -1.0;           // power-law exponent; < 0 = estimate
+  int budget = 0;            // total fan-out per sequence; 0 = auto (ssd/budget.h)
+  double saguaro_c = 1.0;    // Definition 14's C
+  FallbackMode fallback = FallbackMode::Auto;
+  BackupKind backup = BackupKind::Random;
   SaguaroTrace* trace = nullptr;  // tests only
 };
 

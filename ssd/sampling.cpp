@@ -61,4 +61,12 @@ int32_t sample_token(const float* logits, int vocab, double temperature, double 
   return sample_from(probs, u);
 }
 
+// Four streams per sequence: token sampling, acceptance tests, draft sampling, spare.
+uint64_t sampling_stream(int sequence) {
+  return 4 * uint64_t(sequence);
+}
+uint64_t acceptance_stream(int sequence) {
+  return 4 * uint64_t(sequence) + 1;
+}
+
 }  // namespace ssd

@@ -22,4 +22,10 @@ int32_t sample_from(const std::vector<float>& probs, double u);
 // Greedy when temperature == 0, else a draw from softmax(logits / temperature).
 int32_t sample_token(const float* logits, int vocab, double temperature, double u);
 
+// The random streams of a sequence: the target's token sampling, SD's acceptance tests, and
+// (sampling_stream + 2, + 3) the draft's sampling and a spare. Streams depend only on the
+// prompt index, so a sequence draws the same numbers whatever batch it is in.
+uint64_t sampling_stream(int sequence);
+uint64_t acceptance_stream(int sequence);
+
 }  // namespace ssd

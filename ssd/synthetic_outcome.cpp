@@ -1,9 +1,24 @@
 #include "ssd/synthetic_outcome.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace ssd {
+
+Verdict draw_synthetic_verdict(const OutcomeModel& m, SpeculationSource source, int K,
+                               UniformStream& u, int& rank) {
+  const bool backup = source == SpeculationSource::Backup;
+  const double alpha = backup ? m.alpha_backup : m.alpha;
+  const double r = backup ? m.r_backup : m.r;
+  Verdict v;
+  while (v.accepted < K && u.next() < alpha) ++v.accepted;
+  // P(rank >= j) = j^(-r) for j >= 1, so rank = floor(U^(-1/r)) with U uniform on (0, 1].
+  const double U = 1.0 - u.next();
+  rank = int(std::min(1e9, std::floor(std::pow(U, -1.0 / r))));
+  v.bonus = -1;
+  return v;
+}
 
 int32_t resolve_ranked_bonus(const std::vector<int32_t>& candidates, int32_t excluded, int rank,
                              int vocab, UniformStream& uniforms) {

@@ -104,7 +104,7 @@ TEST(SaguaroSets, CacheHoldsExactlyTheDownweightedTokens) {
     s.seed = 2;
     s.fanout = s.backup_fanout = parse_fanout(fanout);
     s.saguaro_c = 0.25;
-    s.fallback = "primary";
+    s.fallback = FallbackMode::Primary;
     s.trace = &trace;
     SaguaroDrafter drafter(group, s);
     const Drive d = drive(drafter, trace, K, model.config.vocab_size, 40);
@@ -140,7 +140,7 @@ TEST(SaguaroSets, GreedyDraftCachesTheFBestOtherTokens) {
     SaguaroSettings s;
     s.lookahead = 2;
     s.fanout = s.backup_fanout = parse_fanout("uniform:3");
-    s.fallback = "primary";
+    s.fallback = FallbackMode::Primary;
     s.trace = &trace;
     SaguaroDrafter drafter(group, s);
     drive(drafter, trace, 2, model.config.vocab_size, 10);

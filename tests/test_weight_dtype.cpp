@@ -84,7 +84,7 @@ TEST(WeightDtype, AutoFollowsTheCheckpointAndThePreset) {
     resolve_weight_dtype("fp8", *preset);
     FAIL() << "fp8 accepted";
   } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("--weight-dtype"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("weight dtype 'fp8'"), std::string::npos) << e.what();
   }
 }
 

@@ -312,7 +312,8 @@ TEST(LoadWeights, TensorParallelSizeMustDivide) {
       ADD_FAILURE() << "TP " << tp << " accepted";
     } catch (const InputError& e) {
       const std::string message = e.what();
-      EXPECT_NE(message.find("--target-tp " + std::to_string(tp)), std::string::npos) << message;
+      EXPECT_NE(message.find("tensor-parallel group of " + std::to_string(tp)), std::string::npos)
+          << message;
       EXPECT_NE(message.find(what), std::string::npos) << message;
     }
   };

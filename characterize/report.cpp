@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <ostream>
 
-#include "harness/characterize_parts.h"
+#include "characterize/parts.h"
 
 namespace ssd {
 namespace {

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "characterize/parts.h"
 #include "comm/messages.h"
 #include "comm/peer_link.h"
-#include "harness/characterize_parts.h"
 
 namespace ssd {
 namespace {

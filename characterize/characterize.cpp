@@ -3,7 +3,7 @@
 // then runs the measurements in phases separated by barriers, gathers them to rank 0, prints
 // and writes them. Within a phase every rank measures at once, as the ranks of a run compute at
 // once; the phases themselves do not overlap, so communication is measured on quiet ranks.
-#include "harness/characterize.h"
+#include "characterize/characterize.h"
 
 #include <unistd.h>
 
@@ -14,10 +14,11 @@
 #include <optional>
 #include <sstream>
 
+#include "characterize/parts.h"
 #include "comm/collective.h"
 #include "harness/backend_select.h"
-#include "harness/characterize_parts.h"
-#include "harness/models.h"
+#include "harness/launch.h"
+#include "harness/plan.h"
 #include "model/errors.h"
 
 namespace ssd {
@@ -55,35 +56,40 @@ std::vector<std::pair<std::string, std::string>> describe(const CharacterizeConf
 
 namespace {
 
-// characterize's flags in the RunConfig the run's own set-up helpers read. A draft makes it
-// "sd" so that the layout rules are those of a run with a draft (separate when a draft rank is
-// launched, collocated on target rank 0 when not).
-RunConfig as_run_config(const CharacterizeConfig& c) {
-  RunConfig r;
-  r.target = c.target;
-  r.draft = c.draft;
-  r.weight_seed = c.weight_seed;
-  r.target_tp = c.target_tp;
-  r.draft_ranks = c.draft_ranks;
-  r.mode = c.draft.empty() ? "ar" : "sd";
-  r.backend = c.backend;
-  r.devices = c.devices;
-  r.threads = c.threads;
-  r.gemm = c.gemm;
-  r.lookahead = c.lookahead;
-  r.batch_size = c.batch_size;
-  return r;
+// The launch characterize measures: the run's, with the draft placed as a run with a draft
+// would place it (separate when a draft rank is launched, collocated on target rank 0 if not).
+LaunchSpec launch_spec(const CharacterizeConfig& c) {
+  LaunchSpec s;
+  s.target = c.target;
+  s.draft = c.draft;
+  s.weight_seed = c.weight_seed;
+  s.target_tp = c.target_tp;
+  s.draft_ranks = c.draft_ranks;
+  s.separate_draft = c.draft_ranks > 0;
+  s.backend = c.backend;
+  s.devices = c.devices;
+  s.gemm = c.gemm;
+  s.weight_dtype = c.weight_dtype;
+  s.threads = c.threads;
+  return s;
 }
 
-// The one layout rule a run phrases in terms of --mode: a launched draft rank needs a model.
-void check_draft_rank(const CharacterizeConfig& c) {
+// The rank flags against the launched world, as a run with (or without) a draft checks them;
+// resolves --draft-ranks.
+void check_ranks(CharacterizeConfig& c) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  const int draft_ranks = c.draft_ranks >= 0 ? c.draft_ranks : world - c.target_tp;
-  if (draft_ranks > 0 && c.draft.empty())
+  if (c.draft_ranks < 0) c.draft_ranks = std::max(0, world - c.target_tp);
+  if (c.target_tp + c.draft_ranks != world)
+    throw InputError("mpirun -np " + std::to_string(world) + " does not equal --target-tp " +
+                     std::to_string(c.target_tp) + " + --draft-ranks " +
+                     std::to_string(c.draft_ranks) + " (launch exactly " +
+                     std::to_string(c.target_tp + c.draft_ranks) + " ranks)");
+  if (c.draft_ranks > 0 && c.draft.empty())
     throw InputError("--draft: required when a draft rank is launched (mpirun -np " +
                      std::to_string(world) + " with --target-tp " + std::to_string(c.target_tp) +
                      ")");
+  if (c.draft_ranks > 1) throw InputError("--draft-ranks: at most 1 (the draft runs on one rank)");
 }
 
 void check_positions(const ModelConfig& mc, const CharacterizeConfig& c, const char* which) {
@@ -92,16 +98,6 @@ void check_positions(const ModelConfig& mc, const CharacterizeConfig& c, const c
     throw InputError("--context: " + std::to_string(c.context) + " + 2K + 1 positions exceed the " +
                      which + "'s max_position_embeddings (" +
                      std::to_string(mc.max_position_embeddings) + ")");
-}
-
-// load_model checks this too, but --no-forward loads nothing.
-void check_tp(const ModelConfig& mc, int tp) {
-  for (auto [count, what] : {std::pair{mc.num_attention_heads, "num_attention_heads"},
-                             {mc.num_key_value_heads, "num_key_value_heads"},
-                             {mc.intermediate_size, "intermediate_size"}})
-    if (count % tp != 0)
-      throw InputError("--target-tp " + std::to_string(tp) + " does not divide " + what + " (" +
-                       std::to_string(count) + ")");
 }
 
 // Row counts to measure GEMMs at, in ascending order; equal counts merge their purposes.
@@ -133,88 +129,35 @@ double linear_bytes(const std::vector<LinearShape>& shapes, int element_bytes) {
 
 int run_characterize(const Cli& cli) {
   CharacterizeConfig c = cli.characterize;
-  RunConfig rc = as_run_config(c);
-  RankLayout layout;
-  run_collectively(MPI_COMM_WORLD, [&] {
-    check_draft_rank(c);
-    layout = resolve_rank_layout(rc);
-  });
-  c.draft_ranks = rc.draft_ranks;
-  if (c.threads == 0) c.threads = rc.threads = default_threads_per_rank();
-  const bool has_draft = !c.draft.empty(), separate = draft_is_separate(rc);
-  const bool holds = holds_draft(rc, layout), is_target = layout.role == Role::Target;
+  run_collectively(MPI_COMM_WORLD, [&] { check_ranks(c); });
+  if (c.threads == 0) c.threads = default_threads_per_rank();
+  const bool has_draft = !c.draft.empty();
   if (has_draft && c.branch_rows.empty())
     for (int m : {1, 2, 4, 8}) c.branch_rows.push_back(m * c.batch_size * (c.lookahead + 1));
   std::sort(c.branch_rows.begin(), c.branch_rows.end());
   c.branch_rows.erase(std::unique(c.branch_rows.begin(), c.branch_rows.end()), c.branch_rows.end());
 
-  std::unique_ptr<WeightSource> target_source, draft_source;
   std::optional<ResultFile> file;
-  run_collectively(MPI_COMM_WORLD, [&] {
-    target_source = open_target(rc);
-    check_tp(target_source->config(), c.target_tp);
-    check_positions(target_source->config(), c, "target");
-    if (has_draft) {
-      draft_source = open_draft(rc, target_source->config());
-      check_positions(draft_source->config(), c, "draft");
-    } else if (!cli.characterize.branch_rows.empty()) {
+  Launch launch(launch_spec(c), [&](Launch& l) {
+    check_positions(l.target_source->config(), c, "target");
+    if (l.draft_source) check_positions(l.draft_source->config(), c, "draft");
+    if (!has_draft && !cli.characterize.branch_rows.empty())
       throw InputError("--branch-rows: needs --draft (branch steps are the draft's)");
-    }
-    if (layout.is_run_leader() && !c.out.empty()) {
-      try {
-        file.emplace(ResultFile::create(c.out, c.overwrite));
-      } catch (const InputError& e) {
-        throw InputError("--out: " + std::string(e.what()));
-      }
-    }
+    if (l.layout.is_run_leader() && !c.out.empty())
+      file.emplace(with_flag("--out", [&] { return ResultFile::create(c.out, c.overwrite); }));
   });
-  BackendSetup backend_setup;
-  run_collectively(MPI_COMM_WORLD,
-                   [&] { backend_setup = make_backend(c.backend, c.threads, c.gemm, c.devices); });
-  Backend& backend = *backend_setup.backend;
-  std::unique_ptr<AllReduce> all_reduce;
-  std::optional<Model> target_model, draft_model;
-  const DType target_dtype =
-      backend.weight_storage(resolve_weight_dtype(c.weight_dtype, *target_source));
-  ModelSummary target_summary{c.target,    target_source->describe(), target_source->config(), 0, 0,
-                              target_dtype};
-  std::optional<ModelSummary> draft_summary;
-  if (has_draft)
-    draft_summary =
-        ModelSummary{c.draft,
-                     draft_source->describe(),
-                     draft_source->config(),
-                     0,
-                     0,
-                     backend.weight_storage(resolve_weight_dtype(c.weight_dtype, *draft_source))};
-  run_collectively(MPI_COMM_WORLD, [&] {
-    if (is_target) {
-      all_reduce = backend_setup.make_all_reduce(layout.group);
-      if (c.forward) {
-        const double start = MPI_Wtime();
-        target_model =
-            load_model(*target_source, backend, Shard{layout.group_rank, layout.target_tp},
-                       all_reduce.get(), target_summary.weight_dtype);
-        target_summary.load_s = MPI_Wtime() - start;
-        target_summary.weight_bytes = target_model->weights.bytes;
-      }
-    }
-    if (holds && c.forward) {
-      const double start = MPI_Wtime();
-      draft_model = load_model(*draft_source, backend, {}, nullptr, draft_summary->weight_dtype);
-      draft_summary->load_s = MPI_Wtime() - start;
-      draft_summary->weight_bytes = draft_model->weights.bytes;
-    }
-  });
+  launch.start_backend();
+  launch.load_models(c.forward);
+  const RankLayout& layout = launch.layout;
+  Backend& backend = launch.backend();
+  const bool holds = launch.holds_draft(), is_target = launch.is_target();
+  const bool separate = launch.spec.separate_draft;
+  const ModelSummary& target_summary = launch.target;
 
   CharacterizeReport report;
   report.config = &c;
-  report.info = collect_run_info();
-  for (const auto& version : backend_setup.libraries) report.info.libraries.push_back(version);
-  if (std::string gpu = backend.gpu_model(); !gpu.empty()) report.info.gpu_model = gpu;
+  report.info = launch.run_info();
   const std::string role = layout.role_name() + (holds && is_target ? " + draft" : "");
-  report.info.ranks = gather_rank_info({layout.world_rank, role, report.info.host, int(getpid()),
-                                        backend.device_description(), c.threads});
   report.backend = backend.name();
   report.target_tp = layout.target_tp;
   report.draft_ranks = layout.draft_ranks;
@@ -224,8 +167,8 @@ int run_characterize(const Cli& cli) {
   report.models.push_back({"target", target_summary, target_shapes});
   std::vector<LinearShape> draft_shapes;
   if (has_draft) {
-    draft_shapes = linear_shapes(draft_summary->config, 1);
-    report.models.push_back({"draft", *draft_summary, draft_shapes});
+    draft_shapes = linear_shapes(launch.draft->config, 1);
+    report.models.push_back({"draft", *launch.draft, draft_shapes});
   }
   std::ostream& os = std::cout;
   if (layout.is_run_leader()) print_header(os, report);
@@ -258,11 +201,11 @@ int run_characterize(const Cli& cli) {
           target_summary.weight_dtype);
     if (holds)
       add("draft", draft_shapes, gemm_rows({{b, "decode"}, {b * (K + 1), "glue"}}, c.branch_rows),
-          draft_summary->weight_dtype);
+          launch.draft->weight_dtype);
   });
   if (is_target && layout.target_tp > 1) {
     auto rows =
-        measure_all_reduce(backend, *all_reduce, layout.group, c.comm_max_bytes, c.min_time);
+        measure_all_reduce(backend, *launch.all_reduce, layout.group, c.comm_max_bytes, c.min_time);
     if (layout.is_run_leader()) mine.all_reduce = std::move(rows);
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -275,9 +218,11 @@ int run_characterize(const Cli& cli) {
     const ForwardPlan plan{K, b, c.context, c.branch_rows, c.min_time};
     // A separate draft times its steps while the target verifies, as in SSD.
     if (is_target)
-      mine.forward = time_target_forwards(*target_model, layout.group, layout.world_rank, plan);
+      mine.forward =
+          time_target_forwards(*launch.target_model, layout.group, layout.world_rank, plan);
     if (holds)
-      for (const ForwardResult& f : time_draft_forwards(*draft_model, layout.world_rank, plan))
+      for (const ForwardResult& f :
+           time_draft_forwards(*launch.draft_model, layout.world_rank, plan))
         mine.forward.push_back(f);
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -304,10 +249,6 @@ int run_characterize(const Cli& cli) {
     if (file) write_characterize_file(*file, cli.argv, report);
     os << "# Results: " << (c.out.empty() ? "not written (no --out)" : c.out) << "\n" << std::flush;
   }
-  if (target_model) release_model(*target_model);
-  if (draft_model) release_model(*draft_model);
-  all_reduce.reset();
-  free_rank_layout(layout);
   MPI_Barrier(MPI_COMM_WORLD);
   return out_of_bounds == 0 ? 0 : 1;
 }

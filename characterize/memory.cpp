@@ -7,7 +7,7 @@
 #include <cstring>
 #include <utility>
 
-#include "harness/characterize_parts.h"
+#include "characterize/parts.h"
 
 namespace ssd {
 

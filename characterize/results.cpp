@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/characterize_parts.h"
+#include "characterize/parts.h"
 
 namespace ssd {
 

@@ -4,7 +4,7 @@
 // sequence, what SSD runs before building a cache) and SSD's branch-masked branch steps.
 #include <algorithm>
 
-#include "harness/characterize_parts.h"
+#include "characterize/parts.h"
 #include "ssd/model_group.h"
 
 namespace ssd {

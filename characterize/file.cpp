@@ -4,10 +4,9 @@
 // measurement. String columns are ids into a comma-separated `names` attribute, as ResultFile
 // has no string columns.
 #include <algorithm>
-#include <nlohmann/json.hpp>
 
-#include "harness/characterize_parts.h"
-#include "harness/result_writer.h"
+#include "characterize/parts.h"
+#include "harness/result_metadata.h"
 
 namespace ssd {
 namespace {
@@ -51,45 +50,10 @@ struct Table {
 
 void write_metadata(ResultFile& f, const std::vector<std::string>& argv,
                     const CharacterizeReport& r) {
-  const RunInfo& info = r.info;
-  nlohmann::json resolved;
-  for (const auto& [name, value] : describe(*r.config)) {
-    f.set_attr("/config", name, value);
-    resolved[name] = value;
-  }
-  std::string command;
-  for (const std::string& a : argv) command += (command.empty() ? "" : " ") + a;
-  f.set_attr("/", "schema_version", kSchemaVersion);
-  f.set_attr("/", "mode", "characterize");
+  RootMetadata m{"characterize", argv, describe(*r.config), false, {}};
+  for (const CharacterizeModel& model : r.models) m.models.emplace_back(model.role, &model.summary);
+  write_root_metadata(f, m, r.info);
   f.set_attr("/", "command", "characterize");  // what the single-rank characterize wrote
-  f.set_attr("/", "config_json", resolved.dump());
-  f.set_attr("/", "argv", command);
-  f.set_attr("/", "version", info.version);
-  f.set_attr("/", "git_commit", info.git_commit);
-  f.set_attr("/", "build_type", info.build_type);
-  f.set_attr("/", "host", info.host);
-  f.set_attr("/", "cpu_model", info.cpu_model);
-  f.set_attr("/", "gpu_model", info.gpu_model);
-  f.set_attr("/", "start_time", info.start_time);
-  f.set_attr("/", "end_time", iso_time_now());
-  f.set_attr("/", "synthetic_outcomes", int64_t(0));  // no verification outcomes at all
-  for (const auto& [name, version] : info.libraries) f.set_attr("/libraries", name, version);
-  for (const CharacterizeModel& m : r.models) {
-    const std::string g = "/models/" + m.role;
-    f.set_attr(g, "spec", m.summary.spec);
-    f.set_attr(g, "source", m.summary.description);
-    f.set_attr(g, "config_json", model_config_to_json(m.summary.config).dump());
-    f.set_attr(g, "parameters", int64_t(m.summary.config.parameter_count()));
-    f.set_attr(g, "weight_bytes_rank0", int64_t(m.summary.weight_bytes));
-  }
-  for (const RankInfo& rank : info.ranks) {
-    const std::string g = "/ranks/" + std::to_string(rank.rank);
-    f.set_attr(g, "role", rank.role);
-    f.set_attr(g, "host", rank.host);
-    f.set_attr(g, "device", rank.device);
-    f.set_attr(g, "pid", int64_t(rank.pid));
-    f.set_attr(g, "threads", int64_t(rank.threads));
-  }
 }
 
 // The headline numbers, at the root where analysis/ and the single-rank characterize keep them.

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "harness/characterize_parts.h"
+#include "characterize/parts.h"
 
 namespace ssd {
 namespace {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "harness/characterize_parts.h"
+#include "characterize/parts.h"
 #include "ssd/fanout.h"
 
 namespace ssd {

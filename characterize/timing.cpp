@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "harness/characterize_parts.h"
+#include "characterize/parts.h"
 
 namespace ssd {
 

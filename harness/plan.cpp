@@ -1,35 +1,22 @@
-#include "harness/models.h"
+#include "harness/plan.h"
+
+#include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
-#include "model/errors.h"
+#include "harness/run_info.h"
 
 namespace ssd {
 namespace {
 
-template <typename F>
-auto for_flag(const std::string& flag, F&& f) {
-  try {
-    return f();
-  } catch (const InputError& e) {
-    const std::string message = e.what();
-    if (message.rfind("--", 0) == 0) throw;
-    throw InputError(flag + ": " + message);
-  }
-}
-
-}  // namespace
-
-bool draft_is_separate(const RunConfig& c) {
-  return c.draft_placement == "separate";
-}
-
-RankLayout resolve_rank_layout(RunConfig& c) {
+// The rank flags against the mode and the launched world; resolves --draft-ranks,
+// --draft-placement and --draft-temperature.
+void resolve_ranks(RunConfig& c) {
   int world = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  const bool speculative = c.mode != "ar";
+  const bool speculative = c.mode != Mode::AR;
   if (c.draft_ranks < 0) c.draft_ranks = std::max(0, world - c.target_tp);
   if (c.target_tp + c.draft_ranks != world)
     throw InputError("mpirun -np " + std::to_string(world) + " does not equal --target-tp " +
@@ -41,30 +28,29 @@ RankLayout resolve_rank_layout(RunConfig& c) {
     if (c.draft_ranks > 0)
       throw InputError("--draft-ranks: --mode ar has no draft; launch --target-tp " +
                        std::to_string(c.target_tp) + " ranks");
-    c.draft_placement = "none";
+    c.draft_placement = DraftPlacement::None;
   } else {
-    if (c.draft.empty()) throw InputError("--draft: required with --mode " + c.mode);
+    if (c.draft.empty())
+      throw InputError(std::string("--draft: required with --mode ") + mode_name(c.mode));
     if (c.draft_ranks > 1)
       throw InputError("--draft-ranks: at most 1 (the draft runs on one rank)");
-    if (c.draft_placement == "auto") c.draft_placement = c.draft_ranks ? "separate" : "collocated";
-    if (c.mode == "ssd" && c.draft_placement != "separate")
+    if (c.draft_placement == DraftPlacement::Auto)
+      c.draft_placement = c.draft_ranks ? DraftPlacement::Separate : DraftPlacement::Collocated;
+    if (c.mode == Mode::SSD && c.draft_placement != DraftPlacement::Separate)
       throw InputError(
           "--mode ssd: the draft runs asynchronously on its own rank; launch "
           "--target-tp + 1 ranks (--draft-placement separate)");
-    if (c.draft_placement == "separate" && c.draft_ranks != 1)
+    if (c.draft_placement == DraftPlacement::Separate && c.draft_ranks != 1)
       throw InputError(
           "--draft-placement separate: needs one draft rank (launch --target-tp + 1 "
           "ranks)");
-    if (c.draft_placement == "collocated" && c.draft_ranks != 0)
+    if (c.draft_placement == DraftPlacement::Collocated && c.draft_ranks != 0)
       throw InputError(
           "--draft-placement collocated: the draft runs on target rank 0; launch "
           "--target-tp ranks and no draft rank");
   }
   if (c.draft_temperature < 0) c.draft_temperature = c.temperature;
-  return make_rank_layout(c.target_tp, c.draft_ranks);
 }
-
-namespace {
 
 // "auto" -> -1, else a number >= 0 (and <= max when given).
 double auto_or_number(const std::string& flag, const std::string& value, double max) {
@@ -77,8 +63,7 @@ double auto_or_number(const std::string& flag, const std::string& value, double 
   return v;
 }
 
-}  // namespace
-
+// --outcomes, validated; synthetic outcomes only with --mode sd or ssd.
 OutcomeModel outcome_model(const RunConfig& c) {
   OutcomeModel m;
   if (c.outcomes == "real") return m;
@@ -88,7 +73,7 @@ OutcomeModel outcome_model(const RunConfig& c) {
       "[0, 1] and R, RB > 0, got '" +
       c.outcomes + "'";
   if (c.outcomes.rfind(prefix, 0) != 0) throw InputError(expected);
-  if (c.mode == "ar") throw InputError("--outcomes: synthetic outcomes need --mode sd or ssd");
+  if (c.mode == Mode::AR) throw InputError("--outcomes: synthetic outcomes need --mode sd or ssd");
   m.synthetic = true;
   bool have_alpha = false, have_r = false, have_alpha_b = false, have_r_b = false;
   std::string rest = c.outcomes.substr(prefix.size());
@@ -127,28 +112,24 @@ OutcomeModel outcome_model(const RunConfig& c) {
   // A uniformly random token matches the target's choice with probability ~1/vocab: the
   // random backup's acceptance is 0 unless the user says otherwise. An n-gram backup's depends
   // on how repetitive the text is, which nothing here can know.
-  const bool backup_can_draft = c.mode == "ssd" && c.fallback != "primary";
-  if (backup_can_draft && c.backup == "ngram" && !have_alpha_b)
+  const bool backup_can_draft = c.mode == Mode::SSD && c.fallback != FallbackMode::Primary;
+  if (backup_can_draft && c.backup == BackupKind::Ngram && !have_alpha_b)
     throw InputError(
         "--outcomes: with --backup ngram, synthetic outcomes need alpha_b=AB (the n-gram "
         "backup's acceptance rate), e.g. synthetic:alpha=0.8,r=0.5,alpha_b=0.3");
   return m;
 }
 
+// The SSD flags, validated.
 SaguaroSettings saguaro_settings(const RunConfig& c) {
   SaguaroSettings s;
   s.lookahead = c.lookahead;
   s.draft_temperature = c.draft_temperature;
   s.seed = c.seed;
-  s.fanout = parse_fanout(c.fanout);
-  try {
-    s.backup_fanout = parse_fanout(c.fanout_backup.empty() ? c.fanout : c.fanout_backup);
-  } catch (const InputError& e) {
-    if (c.fanout_backup.empty()) throw;
-    std::string message = e.what();
-    if (message.rfind("--fanout", 0) == 0) message = "--fanout-backup" + message.substr(8);
-    throw InputError(message);
-  }
+  s.fanout = with_flag("--fanout", [&] { return parse_fanout(c.fanout); });
+  s.backup_fanout = c.fanout_backup.empty() ? s.fanout : with_flag("--fanout-backup", [&] {
+    return parse_fanout(c.fanout_backup);
+  });
   for (const FanoutSpec* f : {&s.fanout, &s.backup_fanout})
     if (f->kind == FanoutSpec::Kind::List && int(f->list.size()) != c.lookahead + 1)
       throw InputError(std::string(f == &s.fanout ? "--fanout" : "--fanout-backup") +
@@ -173,33 +154,29 @@ SaguaroSettings saguaro_settings(const RunConfig& c) {
   return s;
 }
 
-bool holds_draft(const RunConfig& c, const RankLayout& l) {
-  if (c.mode == "ar") return false;
-  return draft_is_separate(c) ? l.role == Role::Draft : l.is_run_leader();
+}  // namespace
+
+RunPlan make_run_plan(const RunConfig& flags) {
+  RunPlan plan;
+  plan.flags = flags;
+  RunConfig& c = plan.flags;
+  resolve_ranks(c);
+  plan.decode.limits = {c.max_new_tokens, c.ignore_eos, c.temperature, c.seed};
+  plan.decode.batch_size = c.batch_size;
+  plan.decode.lookahead = c.lookahead;
+  plan.decode.outcomes = outcome_model(c);
+  if (c.mode == Mode::SSD) plan.saguaro = saguaro_settings(c);
+  if (c.threads == 0) c.threads = default_threads_per_rank();
+  return plan;
 }
 
-std::unique_ptr<WeightSource> open_target(const RunConfig& c) {
-  return for_flag("--target", [&] { return open_weight_source(c.target, c.weight_seed); });
+bool RunPlan::tokens_reproducible() const {
+  return !synthetic() && (flags.mode != Mode::SSD || flags.temperature == 0.0);
 }
 
-std::unique_ptr<WeightSource> open_draft(const RunConfig& c, const ModelConfig& target) {
-  std::unique_ptr<WeightSource> draft = for_flag("--draft", [&] {
-    const std::string prefix = "perturb:";
-    if (c.draft.rfind(prefix, 0) == 0) {
-      const std::string value = c.draft.substr(prefix.size());
-      char* end = nullptr;
-      const double sigma = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || !(sigma >= 0))
-        throw InputError(c.draft + ": SIGMA must be a number >= 0");
-      return perturb_weight_source(open_weight_source(c.target, c.weight_seed), sigma,
-                                   c.weight_seed + 1);
-    }
-    return open_weight_source(c.draft, c.weight_seed);
-  });
-  if (draft->config().vocab_size != target.vocab_size)
-    throw InputError("--draft: vocabulary size " + std::to_string(draft->config().vocab_size) +
-                     " differs from the target's " + std::to_string(target.vocab_size));
-  return draft;
+bool holds_draft(const RunPlan& plan, const RankLayout& l) {
+  if (!plan.speculative()) return false;
+  return plan.separate_draft() ? l.role == Role::Draft : l.is_run_leader();
 }
 
 }  // namespace ssd

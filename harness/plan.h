@@ -1,0 +1,52 @@
+// The run's plan: every flag parsed and checked once, into types, before anything loads. The
+// set-up, the decode loops and the printers read the plan, never a flag's text; only this
+// layer (and the CLI) names flags in errors: lower layers throw value errors, which
+// with_flag() prefixes with the flag they came from.
+#pragma once
+
+#include <string>
+
+#include "comm/rank_layout.h"
+#include "harness/cli.h"
+#include "model/errors.h"
+#include "ssd/decode.h"
+#include "ssd/saguaro_drafter.h"
+
+namespace ssd {
+
+struct RunPlan {
+  RunConfig flags;          // as given, with what was left to auto resolved (ranks, placement,
+                            // draft temperature, threads): what the header and the file show
+  DecodeSettings decode;    // the target leader's decoding
+  SaguaroSettings saguaro;  // SSD's draft rank
+
+  Mode mode() const { return flags.mode; }
+  bool speculative() const { return flags.mode != Mode::AR; }
+  bool separate_draft() const { return flags.draft_placement == DraftPlacement::Separate; }
+  bool synthetic() const { return decode.outcomes.synthetic; }
+  // Whether the generated tokens must be identical across repetitions: sampled SSD and
+  // synthetic outcomes depend on the adaptive cache, which carries over between repetitions.
+  bool tokens_reproducible() const;
+};
+
+// Checks the flags against each other and against the launched world; throws InputError naming
+// the flag. Every rank reaches the same verdict. Collective over MPI_COMM_WORLD (the default
+// thread count is the node's cores over its ranks).
+RunPlan make_run_plan(const RunConfig& flags);
+
+// True when this rank holds the draft model (a draft rank, or target rank 0 when collocated).
+bool holds_draft(const RunPlan& plan, const RankLayout& layout);
+
+// Runs f(); an InputError whose message names no flag gets `flag` in front.
+template <typename F>
+auto with_flag(const std::string& flag, F&& f) {
+  try {
+    return f();
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    if (message.rfind("--", 0) == 0) throw;
+    throw InputError(flag + ": " + message);
+  }
+}
+
+}  // namespace ssd

@@ -1,0 +1,46 @@
+// The result row (llama-bench's pattern): one list of cells, built once per run, that every
+// printer iterates: the text table, CSV, JSONL, and the HDF5 file's /summary attributes. A
+// column added here appears everywhere, with one name.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "harness/cli.h"
+#include "harness/report.h"
+#include "harness/summary.h"
+
+namespace ssd {
+
+struct ResultCell {
+  // Not applicable (AR has no acceptance rate): "-" in text, empty in CSV, null in JSON, and
+  // no /summary attribute.
+  struct None {};
+  // A figure over repetitions: key_mean and key_std in CSV and JSON.
+  struct MeanStd {
+    double mean = 0.0, stddev = 0.0;
+  };
+  std::string key;    // CSV column and JSON key
+  std::string title;  // text heading; empty: not in the text table
+  int width = 0;      // text column width
+  std::variant<None, std::string, int64_t, double, MeanStd> value;
+  // printf format of the text cell (a MeanStd gets mean and stddev; others their value).
+  const char* text_format = "%g";
+  // /summary attribute names (docs/hdf5-schema.md); empty: not written there. A MeanStd
+  // writes summary_key (the mean) and summary_std_key.
+  std::string summary_key, summary_std_key;
+};
+
+std::vector<ResultCell> make_result_row(const RunConfig& config, const ModelSummary& target,
+                                        const RunSummary& summary);
+
+// The printers.
+std::string text_heading(const std::vector<ResultCell>& row);
+std::string text_line(const std::vector<ResultCell>& row);
+std::string csv_heading(const std::vector<ResultCell>& row);
+std::string csv_line(const std::vector<ResultCell>& row);
+std::string json_line(const std::vector<ResultCell>& row);
+
+}  // namespace ssd

@@ -1,0 +1,39 @@
+// The decode core: one repetition of a decoding algorithm over all prompts, batch_size at a
+// time. Every batch group is a SequenceBatch, prefilled the same way (so greedy SD and SSD
+// reproduce AR from the first token on); then AR, the case without a draft, emits one token
+// per step, and SD/SSD run speculation rounds against a draft endpoint. Records and totals go
+// to the Recorder.
+#pragma once
+
+#include "ssd/draft_endpoint.h"
+#include "ssd/model_group.h"
+#include "ssd/recorder.h"
+#include "ssd/sequence_batch.h"
+#include "ssd/synthetic_outcome.h"
+
+namespace ssd {
+
+struct DecodeSettings {
+  SequenceLimits limits;
+  int batch_size = 1;
+  int lookahead = 4;      // K (SD, SSD)
+  OutcomeModel outcomes;  // real verification unless synthetic (SD, SSD)
+};
+
+// `draft` null: autoregressive decoding. Fills `generated` (one list per prompt) and returns
+// the repetition's totals.
+RepTotals decode_repetition(ModelGroup& target, DraftEndpoint* draft, const TokenLists& prompts,
+                            const DecodeSettings& settings, Recorder& recorder,
+                            TokenLists& generated);
+
+// One batch group after its prefill: AR steps until every row is done.
+void decode_group_autoregressive(ModelGroup& target, SequenceBatch& batch, Recorder& recorder);
+
+// One batch group after its prefill: speculation rounds (paper §2.1) until every row is done.
+// Each round the draft proposes K tokens per sequence, the target verifies all K+1 positions
+// in one forward pass and keeps the accepted prefix plus a bonus token. Lossless: the output
+// distribution is the target's, and greedy output equals AR's token for token.
+void decode_group_speculative(ModelGroup& target, DraftEndpoint& draft, SequenceBatch& batch,
+                              int group, const DecodeSettings& settings, Recorder& recorder);
+
+}  // namespace ssd

@@ -127,56 +127,20 @@ double linear_bytes(const std::vector<LinearShape>& shapes, int element_bytes) {
 
 }  // namespace
 
-int run_characterize(const Cli& cli) {
-  CharacterizeConfig c = cli.characterize;
-  run_collectively(MPI_COMM_WORLD, [&] { check_ranks(c); });
-  if (c.threads == 0) c.threads = default_threads_per_rank();
-  const bool has_draft = !c.draft.empty();
-  if (has_draft && c.branch_rows.empty())
-    for (int m : {1, 2, 4, 8}) c.branch_rows.push_back(m * c.batch_size * (c.lookahead + 1));
-  std::sort(c.branch_rows.begin(), c.branch_rows.end());
-  c.branch_rows.erase(std::unique(c.branch_rows.begin(), c.branch_rows.end()), c.branch_rows.end());
+namespace {
 
-  std::optional<ResultFile> file;
-  Launch launch(launch_spec(c), [&](Launch& l) {
-    check_positions(l.target_source->config(), c, "target");
-    if (l.draft_source) check_positions(l.draft_source->config(), c, "draft");
-    if (!has_draft && !cli.characterize.branch_rows.empty())
-      throw InputError("--branch-rows: needs --draft (branch steps are the draft's)");
-    if (l.layout.is_run_leader() && !c.out.empty())
-      file.emplace(with_flag("--out", [&] { return ResultFile::create(c.out, c.overwrite); }));
-  });
-  launch.start_backend();
-  launch.load_models(c.forward);
+// What one rank measures, in phases every rank enters together (memory, the host read, GEMMs,
+// the all-reduce, the peer link, forward passes), so communication is timed on quiet ranks.
+RankResults measure_rank(const CharacterizeConfig& c, Launch& launch, CharacterizeReport& report,
+                         const std::vector<LinearShape>& target_shapes,
+                         const std::vector<LinearShape>& draft_shapes) {
   const RankLayout& layout = launch.layout;
   Backend& backend = launch.backend();
   const bool holds = launch.holds_draft(), is_target = launch.is_target();
-  const bool separate = launch.spec.separate_draft;
-  const ModelSummary& target_summary = launch.target;
-
-  CharacterizeReport report;
-  report.config = &c;
-  report.info = launch.run_info();
-  const std::string role = layout.role_name() + (holds && is_target ? " + draft" : "");
-  report.backend = backend.name();
-  report.target_tp = layout.target_tp;
-  report.draft_ranks = layout.draft_ranks;
-  report.draft_collocated = has_draft && !separate;
-  const std::vector<LinearShape> target_shapes =
-      linear_shapes(target_summary.config, layout.target_tp);
-  report.models.push_back({"target", target_summary, target_shapes});
-  std::vector<LinearShape> draft_shapes;
-  if (has_draft) {
-    draft_shapes = linear_shapes(launch.draft->config, 1);
-    report.models.push_back({"draft", *launch.draft, draft_shapes});
-  }
-  std::ostream& os = std::cout;
-  if (layout.is_run_leader()) print_header(os, report);
-
+  const int K = c.lookahead, b = c.batch_size;
   RankResults mine;
   mine.rank = layout.world_rank;
-  mine.role = role;
-  const int K = c.lookahead, b = c.batch_size;
+  mine.role = layout.role_name() + (holds && is_target ? " + draft" : "");
   run_collectively(MPI_COMM_WORLD, [&] {
     mine.memory = measure_copy_bandwidth(backend, c.memory_bytes, c.min_time);
     mine.memory.rank = layout.world_rank;
@@ -198,7 +162,7 @@ int run_characterize(const Cli& cli) {
     if (is_target)
       add("target", target_shapes,
           gemm_rows({{b, "decode"}, {b * (K + 1), "verify"}, {c.rows, "prefill"}}, {}),
-          target_summary.weight_dtype);
+          launch.target.weight_dtype);
     if (holds)
       add("draft", draft_shapes, gemm_rows({{b, "decode"}, {b * (K + 1), "glue"}}, c.branch_rows),
           launch.draft->weight_dtype);
@@ -209,7 +173,8 @@ int run_characterize(const Cli& cli) {
     if (layout.is_run_leader()) mine.all_reduce = std::move(rows);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  if (has_draft && separate && (layout.is_run_leader() || layout.role == Role::Draft))
+  if (launch.draft && launch.spec.separate_draft &&
+      (layout.is_run_leader() || layout.role == Role::Draft))
     mine.p2p = measure_peer_link(
         layout.is_run_leader(), layout.is_run_leader() ? layout.draft_leader : layout.target_leader,
         c.comm_max_bytes, c.min_time);
@@ -226,28 +191,80 @@ int run_characterize(const Cli& cli) {
         mine.forward.push_back(f);
   }
   MPI_Barrier(MPI_COMM_WORLD);
+  return mine;
+}
 
-  report.ranks = gather_results(mine);
+// Rank 0, with every rank's results: the verification window and the AR bound. A decode step
+// only reads its weights: on the host, many independent read streams are its ceiling (copy
+// bandwidth also counts the writes, which a decode step does not make).
+void conclude(CharacterizeReport& report, const Backend& backend,
+              const std::vector<LinearShape>& target_shapes) {
+  const CharacterizeConfig& c = *report.config;
+  std::vector<ForwardResult> forwards;
+  for (const RankResults& r : report.ranks)
+    forwards.insert(forwards.end(), r.forward.begin(), r.forward.end());
+  report.window = verification_window(forwards, c.lookahead, c.batch_size);
+  const MemoryResult& memory = report.ranks.front().memory;
+  report.decode_bytes = linear_bytes(target_shapes, int(dtype_size(report.target_dtype)));
+  const bool host = backend.weights_in_host_memory() && report.host_read;
+  report.bound_gbps = host ? report.host_read->gbps : memory.gbps;
+  report.bound_source = host ? "host read bandwidth" : "device copy bandwidth";
+  report.ar_bound_tok_s = c.batch_size * report.bound_gbps * 1e9 / report.decode_bytes;
+  for (const ForwardResult& f : forwards)
+    if (f.model == "target" && f.kind == "ar") report.decode_ms = f.seconds * 1e3;
+}
+
+}  // namespace
+
+int run_characterize(const Cli& cli) {
+  CharacterizeConfig c = cli.characterize;
+  run_collectively(MPI_COMM_WORLD, [&] { check_ranks(c); });
+  if (c.threads == 0) c.threads = default_threads_per_rank();
+  const bool has_draft = !c.draft.empty();
+  if (has_draft && c.branch_rows.empty())
+    for (int m : {1, 2, 4, 8}) c.branch_rows.push_back(m * c.batch_size * (c.lookahead + 1));
+  std::sort(c.branch_rows.begin(), c.branch_rows.end());
+  c.branch_rows.erase(std::unique(c.branch_rows.begin(), c.branch_rows.end()), c.branch_rows.end());
+
+  std::optional<ResultFile> file;
+  Launch launch(launch_spec(c), [&](Launch& l) {
+    check_positions(l.target_source->config(), c, "target");
+    if (l.draft_source) check_positions(l.draft_source->config(), c, "draft");
+    if (!has_draft && !cli.characterize.branch_rows.empty())
+      throw InputError("--branch-rows: needs --draft (branch steps are the draft's)");
+    if (l.layout.is_run_leader() && !c.out.empty())
+      file.emplace(with_flag("--out", [&] { return ResultFile::create(c.out, c.overwrite); }));
+  });
+  launch.start_backend();
+  launch.load_models(c.forward);
+
+  CharacterizeReport report;
+  report.config = &c;
+  report.info = launch.run_info();
+  report.backend = launch.backend().name();
+  report.target_tp = launch.layout.target_tp;
+  report.draft_ranks = launch.layout.draft_ranks;
+  report.draft_collocated = has_draft && !launch.spec.separate_draft;
+  report.target_dtype = launch.target.weight_dtype;
+  const std::vector<LinearShape> target_shapes =
+      linear_shapes(launch.target.config, launch.layout.target_tp);
+  report.models.push_back({"target", launch.target, target_shapes});
+  std::vector<LinearShape> draft_shapes;
+  if (has_draft) {
+    draft_shapes = linear_shapes(launch.draft->config, 1);
+    report.models.push_back({"draft", *launch.draft, draft_shapes});
+  }
+  const bool leader = launch.layout.is_run_leader();
+  if (leader) print_header(std::cout, report);
+
+  report.ranks = gather_results(measure_rank(c, launch, report, target_shapes, draft_shapes));
   int out_of_bounds = 0;
-  if (layout.is_run_leader()) {
-    std::vector<ForwardResult> forwards;
-    for (const RankResults& r : report.ranks)
-      forwards.insert(forwards.end(), r.forward.begin(), r.forward.end());
-    report.window = verification_window(forwards, K, b);
-    const MemoryResult& memory = report.ranks.front().memory;
-    // A decode step only reads its weights: on the host, many independent read streams are
-    // its ceiling (copy bandwidth also counts the writes, which a decode step does not make).
-    report.target_dtype = target_summary.weight_dtype;
-    report.decode_bytes = linear_bytes(target_shapes, int(dtype_size(report.target_dtype)));
-    const bool host = backend.weights_in_host_memory() && report.host_read;
-    report.bound_gbps = host ? report.host_read->gbps : memory.gbps;
-    report.bound_source = host ? "host read bandwidth" : "device copy bandwidth";
-    report.ar_bound_tok_s = b * report.bound_gbps * 1e9 / report.decode_bytes;
-    for (const ForwardResult& f : forwards)
-      if (f.model == "target" && f.kind == "ar") report.decode_ms = f.seconds * 1e3;
-    out_of_bounds = print_tables(os, report);
+  if (leader) {
+    conclude(report, launch.backend(), target_shapes);
+    out_of_bounds = print_tables(std::cout, report);
     if (file) write_characterize_file(*file, cli.argv, report);
-    os << "# Results: " << (c.out.empty() ? "not written (no --out)" : c.out) << "\n" << std::flush;
+    std::cout << "# Results: " << (c.out.empty() ? "not written (no --out)" : c.out) << "\n"
+              << std::flush;
   }
   MPI_Barrier(MPI_COMM_WORLD);
   return out_of_bounds == 0 ? 0 : 1;

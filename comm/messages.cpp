@@ -4,6 +4,10 @@
 #include <stdexcept>
 
 namespace ssd {
+
+const char* speculation_source_names() {
+  return "initial,cache_hit,primary,backup";
+}
 namespace {
 
 class Writer {

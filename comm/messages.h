@@ -53,6 +53,9 @@ struct OutcomeMessage {
 
 // Where a speculation came from (SSD): the speculation cache, or a fallback after a miss.
 enum class SpeculationSource : int32_t { Initial = 0, CacheHit = 1, Primary = 2, Backup = 3 };
+// "initial,cache_hit,primary,backup": the codes' names in code order, written beside the
+// /rounds/source column so analysis/ reads the codes from the file, not from a copy.
+const char* speculation_source_names();
 
 struct SequenceSpeculation {
   int32_t row = 0;

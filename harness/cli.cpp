@@ -47,9 +47,8 @@ void add_weight_dtype_flag(CLI::App& app, std::string& value, const std::string&
       ->capture_default_str();
 }
 
-void add_run_flags(CLI::App& app, RunConfig& c) {
-  const std::string models = "Models", decoding = "Decoding", prompts = "Prompts",
-                    reps = "Repetitions", hardware = "Hardware", output = "Output";
+void add_model_flags(CLI::App& app, RunConfig& c) {
+  const std::string models = "Models";
   app.add_option("--target", c.target,
                  "Target model: a checkpoint directory, synthetic:PRESET or "
                  "synthetic:path/config.json")
@@ -62,7 +61,10 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
   app.add_option("--weight-seed", c.weight_seed, "Seed of synthetic weights")
       ->group(models)
       ->capture_default_str();
+}
 
+void add_decoding_flags(CLI::App& app, RunConfig& c) {
+  const std::string decoding = "Decoding", prompts = "Prompts", reps = "Repetitions";
   add_choice(app, "--mode", c.mode, {{"ar", Mode::AR}, {"sd", Mode::SD}, {"ssd", Mode::SSD}},
              "Decoding algorithm")
       ->group(decoding);
@@ -111,7 +113,10 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
       ->group(reps)
       ->check(at_least(1))
       ->capture_default_str();
+}
 
+void add_ssd_flags(CLI::App& app, RunConfig& c) {
+  const std::string decoding = "Decoding";
   const std::string ssd = "SSD / SAGUARO";
   app.add_option("--fanout", c.fanout,
                  "Fan-out after a primary-speculated round: uniform:F, list:F0,...,FK or "
@@ -157,6 +162,9 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
                  "log2(1/(1-A)), so that the draft's top guess is the bonus with probability A)")
       ->group(decoding)
       ->capture_default_str();
+}
+
+void add_rank_flags(CLI::App& app, RunConfig& c) {
   const std::string ranks = "Ranks";
   app.add_option("--target-tp", c.target_tp, "Target tensor-parallel ranks (T)")
       ->group(ranks)
@@ -173,6 +181,10 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
              "separate: the draft on its own rank (hardware); collocated: on target rank 0 "
              "(ordinary SD); auto: separate when there is a draft rank")
       ->group(ranks);
+}
+
+void add_hardware_flags(CLI::App& app, RunConfig& c) {
+  const std::string hardware = "Hardware";
   app.add_option("--backend", c.backend,
                  "Compute backend: cpu, cuda, or auto (cuda when built with it and a GPU is "
                  "visible)")
@@ -194,7 +206,10 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
       ->check(CLI::IsMember({"invariant", "openblas", "cublas"}))
       ->capture_default_str();
   add_weight_dtype_flag(app, c.weight_dtype, hardware);
+}
 
+void add_output_flags(CLI::App& app, RunConfig& c) {
+  const std::string output = "Output";
   app.add_option("-o,--out", c.out, "HDF5 result file")->group(output);
   app.add_flag("--overwrite", c.overwrite, "Replace an existing result file")->group(output);
   app.add_option("--output-format", c.output_format,
@@ -210,6 +225,15 @@ void add_run_flags(CLI::App& app, RunConfig& c) {
   app.add_flag("--show-tokens", c.show_tokens,
                "Print every sequence's generated token ids after the results")
       ->group(output);
+}
+
+void add_run_flags(CLI::App& app, RunConfig& c) {
+  add_model_flags(app, c);
+  add_decoding_flags(app, c);
+  add_ssd_flags(app, c);
+  add_rank_flags(app, c);
+  add_hardware_flags(app, c);
+  add_output_flags(app, c);
 }
 
 // characterize takes the run's model, rank and hardware flags (same names, same checks), so

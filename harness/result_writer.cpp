@@ -1,5 +1,6 @@
 #include "harness/result_writer.h"
 
+#include "comm/messages.h"
 #include "harness/hdf5_writer.h"
 #include "harness/result_metadata.h"
 
@@ -44,6 +45,7 @@ void write_rounds(ResultFile& file, const std::vector<RoundRecord>& rounds) {
   column("bonus_token", [](const RoundRecord& r) { return int32_t(r.bonus); });
   column("tokens", [](const RoundRecord& r) { return int32_t(r.tokens); });
   column("source", [](const RoundRecord& r) { return int32_t(r.source); });
+  file.set_dataset_attr("/rounds/source", "names", speculation_source_names());
   column("outcome_hit", [](const RoundRecord& r) { return int32_t(r.outcome_hit); });
   column("bonus_rank", [](const RoundRecord& r) { return int32_t(r.bonus_rank); });
   column("budget", [](const RoundRecord& r) { return int32_t(r.budget); });
@@ -91,6 +93,8 @@ void write_speculation_summary(ResultFile& file, const SpeculationSummary& sp) {
     file.set_attr("/summary", "e_miss", sp.e_miss);
     file.set_attr("/summary", "t_p", sp.t_p);
     file.set_attr("/summary", "t_b", sp.t_b);
+    file.set_attr("/summary", "t_jit", sp.t_jit);
+    file.set_attr("/summary", "t_backup", sp.t_backup);
     file.set_attr("/summary", "ssd_warning", sp.warning);
   }
 }

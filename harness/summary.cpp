@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "comm/messages.h"
+
 namespace ssd {
 
 Stat mean_stddev(const std::vector<double>& values) {
@@ -33,21 +35,21 @@ double ratio_or_nan(double a, double b) {
 }
 
 void summarize_cache(const std::vector<RoundRecord>& rounds, SpeculationSummary& sp) {
-  constexpr int kCacheHit = 1, kBackup = 3;
+  const auto from = [](const RoundRecord& r, SpeculationSource s) { return r.source == int(s); };
   int64_t hits_p = 0, looks_p = 0, hits_b = 0, looks_b = 0;
   int64_t hit_rounds = 0, hit_accepted = 0, miss_rounds = 0, miss_accepted = 0;
-  double build = 0, fallback = 0, verify = 0;
-  int64_t builds = 0, fallbacks = 0, verifies = 0;
+  double build = 0, fallback = 0, jit = 0, backup_s = 0, verify = 0;
+  int64_t builds = 0, fallbacks = 0, jits = 0, backups = 0, verifies = 0;
   for (const RoundRecord& r : rounds) {
     if (r.outcome_hit >= 0) {
       sp.cache = true;
-      const bool backup = r.source == kBackup;
+      const bool backup = from(r, SpeculationSource::Backup);
       (backup ? looks_b : looks_p) += 1;
       (backup ? hits_b : hits_p) += r.outcome_hit;
       build += r.cache_build_s;
       builds += 1;
     }
-    if (r.source == kCacheHit) {
+    if (from(r, SpeculationSource::CacheHit)) {
       hit_rounds += 1;
       hit_accepted += r.accepted;
     } else if (r.round > 0) {
@@ -55,6 +57,9 @@ void summarize_cache(const std::vector<RoundRecord>& rounds, SpeculationSummary&
       miss_accepted += r.accepted;
       fallback += r.fallback_s;
       fallbacks += 1;
+      const bool by_backup = from(r, SpeculationSource::Backup);
+      (by_backup ? backup_s : jit) += r.fallback_s;
+      (by_backup ? backups : jits) += 1;
     }
     verify += r.verify_s;
     verifies += 1;
@@ -70,6 +75,8 @@ void summarize_cache(const std::vector<RoundRecord>& rounds, SpeculationSummary&
   const double mean_verify = ratio(verify, double(verifies));
   sp.t_p = ratio(ratio(build, double(builds)), mean_verify);
   sp.t_b = ratio(ratio(fallback, double(fallbacks)), mean_verify);
+  sp.t_jit = ratio_or_nan(ratio_or_nan(jit, double(jits)), mean_verify);
+  sp.t_backup = ratio_or_nan(ratio_or_nan(backup_s, double(backups)), mean_verify);
   sp.warning = degeneration_warning(rounds, sp);
 }
 

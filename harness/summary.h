@@ -32,7 +32,11 @@ struct SpeculationSummary {
   bool cache = false;
   int64_t lookups = 0, hits = 0;
   double p_hit = 0, p_hit_primary = 0, p_hit_backup = 0;
-  double e_hit = 0, e_miss = 0, t_p = 0, t_b = 0;
+  // The T's of Theorems 7 and 17, relative to the mean verification (the one definition;
+  // analysis/ reads them from /summary): T_p the cache build, T_b any fallback after a miss,
+  // T_jit the primary's just-in-time fallback (Theorem 17's slow speculator), T_backup the
+  // backup's. Means over sequence-rounds (each repeats its batch round's times).
+  double e_hit = 0, e_miss = 0, t_p = 0, t_b = 0, t_jit = 0, t_backup = 0;
   // One line when SSD degenerated into its fallback (a cache budget of 0 in most rounds, or
   // hardly any hits), with the reason and the flag to try; empty otherwise.
   std::string warning;

@@ -75,4 +75,16 @@ BudgetPrediction best_budget(const BudgetInputs& in) {
   return best;
 }
 
+void StepCostFit::observe(double x, double y) {
+  ++samples_;
+  const double w = 1.0 / std::min(samples_, 64);
+  sx_ += w * (x - sx_);
+  sy_ += w * (y - sy_);
+  sxx_ += w * (x * x - sxx_);
+  sxy_ += w * (x * y - sxy_);
+  const double var = sxx_ - sx_ * sx_;
+  b_ = var > 1e-9 ? std::max(0.0, (sxy_ - sx_ * sy_) / var) : (x > 0 ? y / x : 0.0);
+  a_ = std::max(0.0, sy_ - b_ * sx_);
+}
+
 }  // namespace ssd

@@ -46,4 +46,18 @@ std::vector<BudgetPrediction> predict_budgets(const BudgetInputs& in);
 // The budget of highest predicted rate (the smallest among equals: cheaper to build).
 BudgetPrediction best_budget(const BudgetInputs& in);
 
+// The cost of one branch step over n rows, seconds = a + b * n: a moving least-squares fit
+// over the steps seen (the last ~64 weigh most), for --budget auto.
+class StepCostFit {
+ public:
+  void observe(double rows, double seconds);
+  double a() const { return a_; }
+  double b() const { return b_; }
+  int samples() const { return samples_; }
+
+ private:
+  int samples_ = 0;
+  double sx_ = 0.0, sy_ = 0.0, sxx_ = 0.0, sxy_ = 0.0, a_ = 0.0, b_ = 0.0;
+};
+
 }  // namespace ssd

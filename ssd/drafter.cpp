@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "ssd/draft_steps.h"
 #include "ssd/saguaro_sampling.h"
 #include "ssd/sampling.h"
 #include "ssd/synthetic_outcome.h"
@@ -32,14 +33,10 @@ int32_t Drafter::apply(const SequenceOutcome& o) {
   if (o.accepted < 0 || o.accepted > int(row.draft.size()))
     throw std::runtime_error("Drafter: outcome accepts more tokens than were drafted");
   int32_t bonus = o.bonus;
-  if (bonus < 0) {
-    // Synthetic outcome: the bonus is our rank-th candidate at position k.
-    const int32_t excluded = o.accepted < lookahead_ ? row.draft[o.accepted] : -1;
-    UniformStream u{seed_ ^ kResolveSeed, sampling_stream(row.sequence) + 3, row.resolve_draws};
-    bonus = resolve_ranked_bonus(row.lists[o.accepted], excluded, o.bonus_rank,
-                                 draft_.config().vocab_size, u);
-    row.resolve_draws = u.counter;
-  }
+  if (bonus < 0)  // synthetic outcome: the bonus is our rank-th candidate at position k
+    bonus = resolve_synthetic_bonus(seed_, row.sequence, row.resolve_draws, row.lists[o.accepted],
+                                    o.accepted < lookahead_ ? row.draft[o.accepted] : -1,
+                                    o.bonus_rank, draft_.config().vocab_size);
   // Drafting wrote K/V for draft tokens 1..K-1 (all K when a synthetic outcome needed the
   // distribution after s_K) after the committed ones; the accepted ones among them stay
   // valid, the rest are rolled back. (No draft yet: nothing changes.)
@@ -99,43 +96,27 @@ SpeculationMessage Drafter::propose(const OutcomeMessage& outcome) {
                           return std::find(active.begin(), active.end(), x.row) != active.end();
                         });
 
-  for (int step = 0; step < lookahead_; ++step) {
-    ForwardBatch batch;
-    for (int r : active) {
-      Row& row = rows_[r];
-      const int length = int(row.tokens.size()) + step;
-      if (step == 0) {
-        // Everything not yet in the cache: the bonus token, and after a full accept the
-        // last draft token too (or the whole prompt in the first round).
-        std::vector<int32_t> pending(row.tokens.begin() + row.cached, row.tokens.end());
-        batch.add_causal(r, row.cached, pending, ForwardBatch::Logits::Last);
-      } else {
-        batch.add_causal(r, length - 1, {row.draft.back()}, ForwardBatch::Logits::All);
-      }
+  std::vector<DraftInput> inputs;
+  for (int r : active) inputs.push_back({r, &rows_[r].tokens, rows_[r].cached});
+  const auto pick = [&](size_t i, int step, const float* l) {
+    Row& row = rows_[active[i]];
+    SequenceSpeculation& s = spec.sequences[i];
+    int32_t token;
+    if (temperature_ == 0.0) {
+      token = argmax(l, vocab);
+      if (target_temperature_ > 0.0) append_one_hot(s.probs, vocab, token);
+    } else {
+      softmax(l, vocab, temperature_, probs_);
+      token = sample_from(probs_, uniform01(seed_, sampling_stream(row.sequence) + 2, row.draws++));
+      s.probs.insert(s.probs.end(), probs_.begin(), probs_.end());
     }
-    draft_.forward(batch, logits_);
-    for (size_t i = 0; i < active.size(); ++i) {
-      Row& row = rows_[active[i]];
-      const float* l = logits_.data() + i * vocab;
-      SequenceSpeculation& s = spec.sequences[i];
-      int32_t token;
-      if (temperature_ == 0.0) {
-        token = argmax(l, vocab);
-        // A greedy draft's distribution is one-hot; a sampling target needs it to verify.
-        if (target_temperature_ > 0.0) {
-          s.probs.resize(s.probs.size() + vocab, 0.0f);
-          s.probs[s.probs.size() - vocab + token] = 1.0f;
-        }
-      } else {
-        softmax(l, vocab, temperature_, probs_);
-        token =
-            sample_from(probs_, uniform01(seed_, sampling_stream(row.sequence) + 2, row.draws++));
-        s.probs.insert(s.probs.end(), probs_.begin(), probs_.end());
-      }
-      if (synthetic_) row.lists[step] = top_tokens(l, vocab, 64, -1);
-      row.draft.push_back(token);
-      s.tokens.push_back(token);
-    }
+    if (synthetic_) row.lists[step] = top_tokens(l, vocab, 64, -1);
+    return token;
+  };
+  const auto drafted = draft_k_tokens(draft_, inputs, lookahead_, pick, logits_);
+  for (size_t i = 0; i < active.size(); ++i) {
+    rows_[active[i]].draft = drafted[i];
+    spec.sequences[i].tokens = drafted[i];
   }
   for (int r : active) {
     rows_[r].cached = int(rows_[r].tokens.size());

@@ -32,8 +32,8 @@ struct RoundRecord {
   int accepted = 0;  // k accepted by verification
   int32_t bonus = 0;
   int tokens = 0;  // tokens emitted (k + 1, less when EOS or the token limit cut it short)
-  // Where this round's speculation came from (SpeculationSource: 0 initial, 1 cache hit,
-  // 2 primary fallback, 3 backup fallback); SD's plain drafts count as primary.
+  // Where this round's speculation came from (int(SpeculationSource), comm/messages.h); SD's
+  // plain drafts count as primary.
   int source = 2;
   // SSD, known once the next speculation arrives: whether this round's outcome (k, bonus) was
   // in the cache built during this round's verification (-1: not looked up, e.g. the

@@ -19,7 +19,7 @@ void SaguaroDrafter::choose_auto_budget(int rows) {
   const int K = s_.lookahead;
   // Until a verification and two branch steps have been timed there is nothing to predict
   // from: one guess per position, cheap, and a first point for the step-cost fit.
-  if (step_samples_ < 2 || verify_s_ <= 0) {
+  if (step_cost_.samples() < 2 || meter_.verify_s() <= 0) {
     auto_budget_ = K + 1;
     return;
   }
@@ -27,18 +27,19 @@ void SaguaroDrafter::choose_auto_budget(int rows) {
   in.lookahead = K;
   in.rows = std::max(rows, 1);
   in.max_budget = (capacity_ - scratch_begin_) / K;
-  in.verify_s = verify_s_;
+  in.verify_s = meter_.verify_s();
   in.glue_s = glue_s_;
-  in.step_a_s = step_a_;
-  in.step_b_s = step_b_;
+  in.step_a_s = step_cost_.a();
+  in.step_b_s = step_cost_.b();
   in.acceptance = s_.alpha >= 0 ? s_.alpha : primary_stats_.acceptance(0.7);
   in.r = s_.r >= 0 ? s_.r : primary_stats_.power_law_r(0.7);
   // Just in time, the primary drafts K steps for the batch; before it ever did, that is K
   // branch-sized steps over one row per sequence.
-  in.primary_fallback_s = primary_drafts_ ? primary_draft_s_ / double(primary_drafts_)
-                                          : K * (step_a_ + step_b_ * in.rows);
-  in.backup_fallback_s = backup_drafts_ ? backup_draft_s_ / double(backup_drafts_) : 0.0;
-  in.e_miss_backup = 1.0 + (backup_rounds_ ? double(backup_accepted_) / backup_rounds_ : 0.0);
+  in.primary_fallback_s = meter_.primary_fallbacks()
+                              ? meter_.mean_primary_fallback_s()
+                              : K * (step_cost_.a() + step_cost_.b() * in.rows);
+  in.backup_fallback_s = meter_.mean_backup_fallback_s();
+  in.e_miss_backup = meter_.e_miss_backup();
   in.primary_fallback_allowed = s_.fallback != FallbackMode::Backup;
   in.backup_fallback_allowed = s_.fallback != FallbackMode::Primary;
   const BudgetPrediction best = best_budget(in);
@@ -77,27 +78,10 @@ void SaguaroDrafter::glue(const std::vector<int>& rows) {
   }
 }
 
-void SaguaroDrafter::build_cache(PeerLink& link, double sent_at) {
+std::vector<SaguaroDrafter::BranchRef> SaguaroDrafter::prepare_branches(
+    const std::vector<int>& rows) {
   const int K = s_.lookahead;
-  window_started_at_ = sent_at;
-  arrival_seen_at_ = -1.0;
-  auto poll = [&] {
-    if (arrival_seen_at_ < 0 && link.poll(MessageTag::Outcome)) arrival_seen_at_ = global_now();
-  };
-  const double start = global_now();
-  std::vector<int> rows;
-  for (size_t r = 0; r < rows_.size(); ++r)
-    if (rows_[r].active) rows.push_back(int(r));
-  choose_auto_budget(int(rows.size()));
-  glue(rows);
-  glue_s_ = global_now() - start;
-  poll();
-
-  // Which outcomes to prepare for: the F_k likeliest bonus tokens at each position k.
-  struct Ref {
-    int row, branch;
-  };
-  std::vector<Ref> refs;
+  std::vector<BranchRef> refs;
   for (int r : rows) {
     Row& row = rows_[r];
     // A hit turns a branch into a primary-drafted speculation; its shape is fixed now, before
@@ -132,15 +116,18 @@ void SaguaroDrafter::build_cache(PeerLink& link, double sent_at) {
       if (s_.trace) s_.trace->cached.push_back({row.spec_id, k, std::move(roots)});
     }
   }
-  last_branches_ = int(refs.size());
-  last_budget_ = rows.empty() ? 0 : int(refs.size() / rows.size());
+  return refs;
+}
 
+void SaguaroDrafter::draft_branches(const std::vector<BranchRef>& refs,
+                                    const std::function<void()>& poll) {
+  const int K = s_.lookahead;
   // K batched steps over every branch: step j feeds the branch's j-th token (t, then b_1..)
   // and samples the next, each branch seeing the prefix, s_1..s_k and its own path.
   for (int step = 0; step < K && !refs.empty(); ++step) {
     const double step_start = global_now();
     ForwardBatch batch;
-    for (const Ref& ref : refs) {
+    for (const BranchRef& ref : refs) {
       Row& row = rows_[ref.row];
       Branch& b = row.branches[ref.branch];
       const int len = int(row.tokens.size());
@@ -159,19 +146,30 @@ void SaguaroDrafter::build_cache(PeerLink& link, double sent_at) {
       // A hit makes this branch a primary-drafted speculation: sample as the primary would.
       b.tokens.push_back(sample(row, l, row.branch_fanout[step], &b.probs, b.id, step));
     }
-    // Fit seconds = a + b * rows over the steps seen, for --budget auto.
-    const double x = double(refs.size()), y = global_now() - step_start;
-    ++step_samples_;
-    const double w = 1.0 / std::min(step_samples_, 64);  // a moving least-squares average
-    sx_ += w * (x - sx_);
-    sy_ += w * (y - sy_);
-    sxx_ += w * (x * x - sxx_);
-    sxy_ += w * (x * y - sxy_);
-    const double var = sxx_ - sx_ * sx_;
-    step_b_ = var > 1e-9 ? std::max(0.0, (sxy_ - sx_ * sy_) / var) : (x > 0 ? y / x : 0.0);
-    step_a_ = std::max(0.0, sy_ - step_b_ * sx_);
+    step_cost_.observe(double(refs.size()), global_now() - step_start);
     poll();
   }
+}
+
+void SaguaroDrafter::build_cache(PeerLink& link, double sent_at) {
+  window_started_at_ = sent_at;
+  arrival_seen_at_ = -1.0;
+  const auto poll = [&] {
+    if (arrival_seen_at_ < 0 && link.poll(MessageTag::Outcome)) arrival_seen_at_ = global_now();
+  };
+  const double start = global_now();
+  std::vector<int> rows;
+  for (size_t r = 0; r < rows_.size(); ++r)
+    if (rows_[r].active) rows.push_back(int(r));
+  choose_auto_budget(int(rows.size()));
+  glue(rows);
+  glue_s_ = global_now() - start;
+  poll();
+  // Which outcomes to prepare for: the F_k likeliest bonus tokens at each position k.
+  const std::vector<BranchRef> refs = prepare_branches(rows);
+  last_branches_ = int(refs.size());
+  last_budget_ = rows.empty() ? 0 : int(refs.size() / rows.size());
+  draft_branches(refs, poll);
   last_build_s_ = global_now() - start;
 }
 

@@ -7,9 +7,9 @@
 #include "comm/clock.h"
 #include "ssd/backup_speculator.h"
 #include "ssd/draft_endpoint.h"
+#include "ssd/draft_steps.h"
 #include "ssd/saguaro_sampling.h"
 #include "ssd/sampling.h"
-#include "ssd/synthetic_outcome.h"
 
 namespace ssd {
 
@@ -58,11 +58,7 @@ int32_t SaguaroDrafter::sample(Row& row, const float* logits, int fanout_here,
                                std::vector<float>* probs_out, int64_t spec, int k) {
   if (s_.draft_temperature == 0.0) {
     const int32_t token = argmax(logits, vocab_);
-    if (probs_out && target_temperature_ > 0.0) {
-      // A greedy draft's distribution is one-hot; a sampling target needs it to verify.
-      probs_out->resize(probs_out->size() + vocab_, 0.0f);
-      (*probs_out)[probs_out->size() - vocab_ + token] = 1.0f;
-    }
+    if (probs_out && target_temperature_ > 0.0) append_one_hot(*probs_out, vocab_, token);
     return token;
   }
   // Definition 14: the draft samples from sigma_{F,C}, and that exact distribution is what the
@@ -84,46 +80,110 @@ void SaguaroDrafter::draft_primary(const std::vector<int>& rows, SpeculationMess
                                    const std::vector<int>& slots) {
   const int K = s_.lookahead;
   std::vector<std::vector<int32_t>> shapes;
+  std::vector<DraftInput> inputs;
   for (int r : rows) {
-    rows_[r].source = SpeculationSource::Primary;
-    rows_[r].spec_id = next_spec_id_++;
+    Row& row = rows_[r];
+    row.source = SpeculationSource::Primary;
+    row.spec_id = next_spec_id_++;
+    row.lists.assign(K + 1, {});
     shapes.push_back(shape_for(SpeculationSource::Primary));
-    rows_[r].spec.clear();
-    rows_[r].lists.assign(K + 1, {});
+    inputs.push_back({r, &row.tokens, row.cached});
   }
-  for (int step = 0; step < K; ++step) {
-    ForwardBatch batch;
-    for (int r : rows) {
-      Row& row = rows_[r];
-      const int len = int(row.tokens.size());
-      if (step == 0) {
-        std::vector<int32_t> pending(row.tokens.begin() + row.cached, row.tokens.end());
-        batch.add_causal(r, row.cached, pending, ForwardBatch::Logits::Last);
-      } else {
-        batch.add_causal(r, len + step - 1, {row.spec.back()}, ForwardBatch::Logits::All);
-      }
-    }
-    draft_.forward(batch, logits_);
-    for (size_t i = 0; i < rows.size(); ++i) {
-      Row& row = rows_[rows[i]];
-      const float* l = logits_.data() + i * vocab_;
-      row.lists[step] = top_tokens(l, vocab_, list_limit_, -1);
-      SequenceSpeculation& out = spec.sequences[slots[i]];
-      const int32_t token = sample(row, l, shapes[i][step], &out.probs, row.spec_id, step);
-      row.spec.push_back(token);
-      out.tokens.push_back(token);
-    }
-  }
+  const auto pick = [&](size_t i, int step, const float* l) {
+    Row& row = rows_[rows[i]];
+    row.lists[step] = top_tokens(l, vocab_, list_limit_, -1);
+    return sample(row, l, shapes[i][step], &spec.sequences[slots[i]].probs, row.spec_id, step);
+  };
+  const auto drafted = draft_k_tokens(draft_, inputs, K, pick, logits_);
   for (size_t i = 0; i < rows.size(); ++i) {
     Row& row = rows_[rows[i]];
+    row.spec = drafted[i];
+    spec.sequences[slots[i]].tokens = drafted[i];
     row.cached = int(row.tokens.size());
     row.spec_cached = K - 1;
     row.fanout = std::move(shapes[i]);  // its cache is built with the shape it was sampled with
   }
 }
 
-SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
+void SaguaroDrafter::draft_backup(const std::vector<int>& rows, SpeculationMessage& spec,
+                                  const std::vector<int>& slots) {
   const int K = s_.lookahead;
+  const bool want_probs = target_temperature_ > 0.0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Row& row = rows_[rows[i]];
+    SequenceSpeculation& out = spec.sequences[slots[i]];
+    BackupProposal p = s_.backup == BackupKind::Ngram
+                           ? ngram_backup(row.tokens, K, vocab_, 3, want_probs)
+                           : random_backup(K, vocab_, s_.seed, sampling_stream(row.sequence) + 3,
+                                           row.draws, want_probs);
+    row.spec = p.tokens;
+    row.spec_cached = 0;
+    row.lists.assign(K + 1, {});
+    row.source = SpeculationSource::Backup;
+    row.spec_id = next_spec_id_++;
+    row.fanout = shape_for(SpeculationSource::Backup);
+    out.source = SpeculationSource::Backup;
+    out.tokens = std::move(p.tokens);
+    out.probs = std::move(p.probs);
+  }
+}
+
+int32_t SaguaroDrafter::commit_outcome(Row& row, const SequenceOutcome& o,
+                                       SequenceSpeculation& out) {
+  const int K = s_.lookahead;
+  if (o.accepted < 0 || o.accepted > K) throw std::runtime_error("Saguaro: bad outcome");
+  const int32_t excluded = o.accepted < K ? row.spec[o.accepted] : -1;
+  const std::vector<int32_t>& list = row.lists[o.accepted];
+  int32_t bonus = o.bonus;
+  if (bonus < 0) {  // synthetic outcome: the bonus is our rank-th candidate at position k
+    bonus = resolve_synthetic_bonus(s_.seed, row.sequence, row.resolve_draws, list, excluded,
+                                    o.bonus_rank, vocab_);
+    out.resolved_bonus = bonus;
+  }
+  int rank = 0, seen = 0;
+  for (int32_t t : list) {
+    if (t == excluded) continue;
+    ++seen;
+    if (t == bonus) {
+      rank = seen;
+      break;
+    }
+  }
+  out.bonus_rank = rank;
+  const bool was_backup = row.source == SpeculationSource::Backup;
+  (was_backup ? backup_stats_ : primary_stats_)
+      .observe(o.accepted, K, rank, int(list.size()) - (excluded >= 0 ? 1 : 0));
+  meter_.verified(row.source, o.accepted);
+  const int committed_before = int(row.tokens.size());
+  row.tokens.insert(row.tokens.end(), row.spec.begin(), row.spec.begin() + o.accepted);
+  row.tokens.push_back(bonus);
+  row.cached = committed_before + o.accepted;  // the glue step cached the whole speculation
+  if (int(row.tokens.size()) != o.length)
+    throw std::runtime_error("Saguaro: sequence length disagrees with the target's");
+  return bonus;
+}
+
+void SaguaroDrafter::take_branch(Row& row, int r, int committed_before, Branch& branch,
+                                 SequenceSpeculation& out) {
+  const int K = s_.lookahead;
+  const int accepted = branch.k;
+  // Move t, b_1 .. b_{K-1} from their scratch slots behind the accepted prefix.
+  draft_.kv_move(r, branch.base_slot, r, committed_before + accepted, K);
+  row.cached = committed_before + accepted + 1;
+  row.spec = branch.tokens;
+  row.spec_cached = K - 1;
+  row.lists = std::move(branch.lists);
+  row.lists.resize(K + 1);
+  row.spec_id = branch.id;
+  row.fanout = row.branch_fanout;  // the shape its tokens were sampled with
+  row.source = SpeculationSource::CacheHit;
+  out.cache_hit = true;
+  out.source = SpeculationSource::CacheHit;
+  out.tokens = row.spec;
+  out.probs = std::move(branch.probs);
+}
+
+SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
   SpeculationMessage spec;
   spec.round = outcome.round;
   spec.vocab = vocab_;
@@ -131,92 +191,39 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
   spec.branches = last_branches_;
   spec.budget = last_budget_;
   spec.sequences.resize(outcome.sequences.size());
-  std::vector<int> misses, miss_slots;
-  for (Row& row : rows_) row.active = false;
-  if (outcome.target_busy_s > 0)  // a moving average over the last ~8 verifications
-    verify_s_ = verify_s_ > 0 ? verify_s_ + 0.125 * (outcome.target_busy_s - verify_s_)
-                              : outcome.target_busy_s;
+  meter_.target_busy(outcome.target_busy_s);
   if (window_started_at_ > 0) {
     const double arrival = arrival_seen_at_ >= 0 ? arrival_seen_at_ : global_now();
-    verify_window_sum_ += arrival - window_started_at_;
-    windows_ += 1;
+    meter_.window(arrival - window_started_at_);
     window_started_at_ = -1.0;
   }
-
+  for (Row& row : rows_) row.active = false;
+  std::vector<int> misses, miss_slots;
   for (size_t i = 0; i < outcome.sequences.size(); ++i) {
     const SequenceOutcome& o = outcome.sequences[i];
     Row& row = rows_.at(o.row);
-    row.active = true;
     SequenceSpeculation& out = spec.sequences[i];
     out.row = o.row;
     out.fanout = row.prepared;
-    const int len = int(row.tokens.size());
+    row.active = !o.finishing;
+    const int committed_before = int(row.tokens.size());
     if (row.source == SpeculationSource::Initial) {
       row.tokens.push_back(o.bonus);
-    } else {
-      if (o.accepted < 0 || o.accepted > K) throw std::runtime_error("Saguaro: bad outcome");
-      const int32_t excluded = o.accepted < K ? row.spec[o.accepted] : -1;
-      const std::vector<int32_t>& list = row.lists[o.accepted];
-      int32_t bonus = o.bonus;
-      if (bonus < 0) {
-        // Synthetic outcome: the bonus is our rank-th candidate at position k.
-        UniformStream u{s_.seed ^ kResolveSeed, sampling_stream(row.sequence) + 3,
-                        row.resolve_draws};
-        bonus = resolve_ranked_bonus(list, excluded, o.bonus_rank, vocab_, u);
-        row.resolve_draws = u.counter;
-        out.resolved_bonus = bonus;
-      }
-
-      int rank = 0, seen = 0;
-      for (int32_t t : list) {
-        if (t == excluded) continue;
-        ++seen;
-        if (t == bonus) {
-          rank = seen;
-          break;
-        }
-      }
-      out.bonus_rank = rank;
-      const bool was_backup = row.source == SpeculationSource::Backup;
-      (was_backup ? backup_stats_ : primary_stats_)
-          .observe(o.accepted, K, rank, int(list.size()) - (excluded >= 0 ? 1 : 0));
-      (was_backup ? backup_rounds_ : primary_rounds_) += 1;
-      (was_backup ? backup_accepted_ : primary_accepted_) += o.accepted;
-      row.tokens.insert(row.tokens.end(), row.spec.begin(), row.spec.begin() + o.accepted);
-      row.tokens.push_back(bonus);
-      row.cached = len + o.accepted;  // the glue step cached the whole speculation
       if (int(row.tokens.size()) != o.length)
         throw std::runtime_error("Saguaro: sequence length disagrees with the target's");
-      ++lookups_;
-      auto hit = row.cache.find({o.accepted, bonus});
+    } else {
+      const int32_t bonus = commit_outcome(row, o, out);
+      const auto hit = row.cache.find({o.accepted, bonus});
+      meter_.lookup(hit != row.cache.end());
       if (o.finishing) {  // the sequence ended: record how its last outcome fared, no more
         out.cache_hit = hit != row.cache.end();
-        hits_ += out.cache_hit ? 1 : 0;
-        row.active = false;
         continue;
       }
       if (hit != row.cache.end()) {
-        ++hits_;
-        Branch& b = row.branches[hit->second];
-        // Move t, b_1 .. b_{K-1} from their scratch slots behind the accepted prefix.
-        draft_.kv_move(o.row, b.base_slot, o.row, len + o.accepted, K);
-        row.cached = len + o.accepted + 1;
-        row.spec = b.tokens;
-        row.spec_cached = K - 1;
-        row.lists = std::move(b.lists);
-        row.lists.resize(K + 1);
-        row.spec_id = b.id;
-        row.fanout = row.branch_fanout;  // the shape its tokens were sampled with
-        row.source = SpeculationSource::CacheHit;
-        out.cache_hit = true;
-        out.source = SpeculationSource::CacheHit;
-        out.tokens = row.spec;
-        out.probs = std::move(b.probs);
+        take_branch(row, o.row, committed_before, row.branches[hit->second], out);
         continue;
       }
     }
-    if (int(row.tokens.size()) != o.length)
-      throw std::runtime_error("Saguaro: sequence length disagrees with the target's");
     misses.push_back(o.row);
     miss_slots.push_back(int(i));
   }
@@ -224,17 +231,13 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
     row.cache.clear();
     row.branches.clear();
   }
-  if (misses.empty()) return spec;
+  if (!misses.empty()) fall_back(outcome, misses, miss_slots, spec);
+  return spec;
+}
 
-  // Cache misses: the whole batch waits for them, so Theorem 17 picks the speculator.
+void SaguaroDrafter::fall_back(const OutcomeMessage& outcome, const std::vector<int>& misses,
+                               const std::vector<int>& slots, SpeculationMessage& spec) {
   const double start = global_now();
-  SpeedupInputs measured;
-  measured.p_hit = lookups_ ? double(hits_) / double(lookups_) : 0.0;
-  measured.e_hit = 1.0 + (primary_rounds_ ? double(primary_accepted_) / primary_rounds_ : 0.0);
-  measured.e_miss = 1.0 + (backup_rounds_ ? double(backup_accepted_) / backup_rounds_ : 0.0);
-  const double window = windows_ ? verify_window_sum_ / double(windows_) : 0.0;
-  measured.t_p = window > 0 && primary_drafts_ ? primary_draft_s_ / primary_drafts_ / window : 0.0;
-  measured.t_b = window > 0 && backup_drafts_ ? backup_draft_s_ / backup_drafts_ / window : 0.0;
   bool initial = false;
   for (int r : misses) initial |= rows_[r].source == SpeculationSource::Initial;
   // Corollary 16's b is the rows that wait on one another this round: those still decoding,
@@ -243,38 +246,17 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
   for (const SequenceOutcome& o : outcome.sequences) live += o.finishing ? 0 : 1;
   const FallbackKind kind =
       initial ? FallbackKind::Primary
-              : policy_.choose(live, measured, int(primary_rounds_ + backup_rounds_));
+              : policy_.choose(live, meter_.speedup_inputs(), int(meter_.verified_rounds()));
   if (kind == FallbackKind::Primary) {
-    draft_primary(misses, spec, miss_slots);
-    for (int slot : miss_slots)
+    draft_primary(misses, spec, slots);
+    for (int slot : slots)
       spec.sequences[slot].source =
           initial ? SpeculationSource::Initial : SpeculationSource::Primary;
-    primary_draft_s_ += global_now() - start;
-    primary_drafts_ += 1;
   } else {
-    for (size_t i = 0; i < misses.size(); ++i) {
-      Row& row = rows_[misses[i]];
-      SequenceSpeculation& out = spec.sequences[miss_slots[i]];
-      const bool want_probs = target_temperature_ > 0.0;
-      BackupProposal p = s_.backup == BackupKind::Ngram
-                             ? ngram_backup(row.tokens, K, vocab_, 3, want_probs)
-                             : random_backup(K, vocab_, s_.seed, sampling_stream(row.sequence) + 3,
-                                             row.draws, want_probs);
-      row.spec = p.tokens;
-      row.spec_cached = 0;
-      row.lists.assign(K + 1, {});
-      row.source = SpeculationSource::Backup;
-      row.spec_id = next_spec_id_++;
-      row.fanout = shape_for(SpeculationSource::Backup);
-      out.source = SpeculationSource::Backup;
-      out.tokens = std::move(p.tokens);
-      out.probs = std::move(p.probs);
-    }
-    backup_draft_s_ += global_now() - start;
-    backup_drafts_ += 1;
+    draft_backup(misses, spec, slots);
   }
+  meter_.fallback(kind, global_now() - start);
   spec.fallback_s = global_now() - start;
-  return spec;
 }
 
 void serve_saguaro(PeerLink& link, SaguaroDrafter& drafter) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -16,9 +17,11 @@
 #include "comm/messages.h"
 #include "comm/peer_link.h"
 #include "ssd/backup_speculator.h"
+#include "ssd/budget.h"
 #include "ssd/fallback.h"
 #include "ssd/fanout.h"
 #include "ssd/model_group.h"
+#include "ssd/speculation_meter.h"
 
 namespace ssd {
 
@@ -103,9 +106,19 @@ class SaguaroDrafter {
     bool active = true;
   };
 
+  // respond(), per outcome: commits k accepted and the bonus (resolving a synthetic bonus,
+  // measuring its rank and the speculator's acceptance); returns the bonus.
+  int32_t commit_outcome(Row& row, const SequenceOutcome& o, SequenceSpeculation& out);
+  // A hit: the cached branch becomes the speculation, its K/V moved behind the accepted prefix.
+  void take_branch(Row& row, int r, int committed_before, Branch& branch, SequenceSpeculation& out);
+  // Cache misses: the whole batch waits for them, so Theorem 17 picks the speculator.
+  void fall_back(const OutcomeMessage& outcome, const std::vector<int>& misses,
+                 const std::vector<int>& slots, SpeculationMessage& spec);
   // Drafts K tokens just in time for `rows` (primary fallback and the first round).
   void draft_primary(const std::vector<int>& rows, SpeculationMessage& spec,
                      const std::vector<int>& slots);
+  void draft_backup(const std::vector<int>& rows, SpeculationMessage& spec,
+                    const std::vector<int>& slots);
   int32_t sample(Row& row, const float* logits, int fanout_here, std::vector<float>* probs_out,
                  int64_t spec, int k);
   // The fan-out shape for a speculation drafted by `source` (the backup's shape after a backup
@@ -117,7 +130,14 @@ class SaguaroDrafter {
   // --budget auto: the budget of highest predicted rate (ssd/budget.h) for `rows` sequences,
   // from this run's measurements so far; once per round, before the cache is built.
   void choose_auto_budget(int rows);
+  // The cache build's parts (saguaro_cache.cpp): the glue step, the branches to prepare, and
+  // their K batched draft steps.
   void glue(const std::vector<int>& rows);
+  struct BranchRef {
+    int row, branch;
+  };
+  std::vector<BranchRef> prepare_branches(const std::vector<int>& rows);
+  void draft_branches(const std::vector<BranchRef>& refs, const std::function<void()>& poll);
 
   ModelGroup& draft_;
   SaguaroSettings s_;
@@ -128,22 +148,20 @@ class SaguaroDrafter {
   int64_t next_spec_id_ = 1;
   int scratch_begin_ = 0;  // first scratch slot offset past len + K
   int capacity_ = 0;
+  // The estimators: (a, r) per speculator (Theorem 12's inputs), Theorem 17's measurements,
+  // and the branch-step cost for --budget auto.
   FanoutEstimator primary_stats_, backup_stats_;
+  SpeculationMeter meter_;
+  StepCostFit step_cost_;
   FallbackPolicy policy_;
-  // Timing model of one branch step (seconds = a + b * rows) and the verification window.
-  double step_a_ = 0.0, step_b_ = 0.0, glue_s_ = 0.0;
-  double verify_s_ = 0.0;  // the target's busy time per round (moving average)
+  double glue_s_ = 0.0;
   int auto_budget_ = 0;
-  int step_samples_ = 0;
-  double sx_ = 0.0, sy_ = 0.0, sxx_ = 0.0, sxy_ = 0.0;
+  // The last cache build, reported with the next speculation.
   double last_build_s_ = 0.0;
-  double window_started_at_ = -1.0, arrival_seen_at_ = -1.0;
   int last_branches_ = 0, last_budget_ = 0;
-  // Measured for Theorem 17's inputs.
-  int64_t hits_ = 0, lookups_ = 0;
-  double primary_draft_s_ = 0.0, backup_draft_s_ = 0.0, verify_window_sum_ = 0.0;
-  int64_t primary_drafts_ = 0, backup_drafts_ = 0, windows_ = 0;
-  int64_t primary_rounds_ = 0, primary_accepted_ = 0, backup_rounds_ = 0, backup_accepted_ = 0;
+  // The verification window in progress: when the speculation went out, when the outcome was
+  // first seen waiting (-1: not yet).
+  double window_started_at_ = -1.0, arrival_seen_at_ = -1.0;
   std::vector<float> logits_, probs_;
 };
 

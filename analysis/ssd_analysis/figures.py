@@ -324,7 +324,7 @@ def fig_fallback(runs, out_dir):
     kinds = {r.fallback for r in ssd}
     if kinds != {"primary", "backup"}:
         raise Skip("needs SSD runs with --fallback primary and with --fallback backup")
-    stats = [V.ssd_stats(r, T.batch_rounds(r.rounds)) for r in ssd]
+    stats = [V.ssd_stats(r) for r in ssd]
     bstar, inputs = V.theorem17(stats)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.5, 3.9))
     for kind, color in (("primary", PALETTE[0]), ("backup", PALETTE[1])):

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import h5py
 import numpy as np
 
+from . import metrics as M
+
 
 class AnalysisError(Exception):
     """A file that cannot be analysed (missing, not HDF5, incomplete)."""
@@ -203,6 +205,11 @@ def load_run(path):
         for name in ("reps", "steps", "rounds"):
             if name in f:
                 setattr(run, name, _table(f[name]))
+        if "rounds/source" in f and "names" in f["rounds/source"].attrs:
+            names = tuple(str(_plain(f["rounds/source"].attrs["names"])).split(","))
+            if names != M.SOURCE_NAMES:
+                raise AnalysisError(f"{path}: /rounds/source codes {names} differ from this "
+                                    f"analysis's {M.SOURCE_NAMES}")
         if "models" in f:
             run.models = {k: {a: _plain(v) for a, v in g.attrs.items()}
                           for k, g in f["models"].items()}

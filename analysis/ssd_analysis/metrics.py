@@ -17,7 +17,11 @@ import math
 
 import numpy as np
 
-SOURCE_HIT, SOURCE_PRIMARY, SOURCE_BACKUP = 1, 2, 3
+# /rounds `source` codes: the index of each name, in the order ssd-bench writes them to the
+# dataset's `names` attribute (SpeculationSource in comm/messages.h); io.load_run refuses a
+# file whose order differs.
+SOURCE_NAMES = ("initial", "cache_hit", "primary", "backup")
+SOURCE_FIRST, SOURCE_HIT, SOURCE_PRIMARY, SOURCE_BACKUP = range(len(SOURCE_NAMES))
 
 
 def _mean(x):
@@ -136,9 +140,9 @@ def corollary9_bounds(t_sd, e_hit_, e_sd_, p):
 
 def speedup_slow_backup(p, e_hit_, t_p, b):
     """Theorem 17's proof: the primary (slow, accurate) drafts misses just in time; every round
-    yields E_hit and a miss costs 1 + T_p: E_hit / (1 + T_p - T_p p^b)."""
-    x = min(max(p, 0.0), 1.0) ** b
-    return e_hit_ / (1.0 + t_p - t_p * x)
+    yields E_hit and a miss costs 1 + T_p: E_hit / (p^b max(1, T_p) + (1 - p^b)(1 + T_p)),
+    which is the paper's E_hit / (1 + T_p - T_p p^b) for T_p <= 1."""
+    return e_hit_ / corollary16_latency(p, t_p, t_p, b)
 
 
 def speedup_fast_backup(p, e_hit_, e_miss_, b):

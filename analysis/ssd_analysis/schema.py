@@ -31,9 +31,12 @@ SPEC_SUMMARY_ATTRS = ["rounds", "drafted_tokens", "accepted_tokens", "mean_accep
                       "acceptance_length_histogram", "t_sd", "draft_time_s", "verify_time_s"]
 SSD_SUMMARY_ATTRS = ["cache_lookups", "cache_hits", "p_hit", "p_hit_primary", "p_hit_backup",
                      "e_hit", "e_miss", "t_p", "t_b", "ssd_warning"]
+# Added in files written since B4 (absent from older ones).
+SSD_SUMMARY_ATTRS_NEW = ["t_jit", "t_backup"]
 
-# /rounds `source` values.
-SOURCE_FIRST, SOURCE_HIT, SOURCE_PRIMARY, SOURCE_BACKUP = 0, 1, 2, 3
+# /rounds `source` values (one definition: metrics.SOURCE_NAMES).
+SOURCE_FIRST, SOURCE_HIT, SOURCE_PRIMARY, SOURCE_BACKUP = (
+    M.SOURCE_FIRST, M.SOURCE_HIT, M.SOURCE_PRIMARY, M.SOURCE_BACKUP)
 
 
 def schema_problems(run):
@@ -227,4 +230,8 @@ def consistency_problems(run):
     miss = (r["source"] != M.SOURCE_HIT) & (r["round"] > 0)
     if np.any(miss):
         check("/summary t_b", s.get("t_b"), r["fallback_time_s"][miss].mean() / v)
+    for name, source in (("t_jit", M.SOURCE_PRIMARY), ("t_backup", M.SOURCE_BACKUP)):
+        sel = (r["source"] == source) & (r["round"] > 0)
+        if name in s and np.any(sel):
+            check(f"/summary {name}", s.get(name), r["fallback_time_s"][sel].mean() / v)
     return out

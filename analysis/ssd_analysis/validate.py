@@ -182,7 +182,7 @@ def analyze_ssd(run, ar, sd=None, tol=0.1):
     rep = Report(run)
     br = T.batch_rounds(run.rounds)
     c, steady = _common(run, ar, br, rep)
-    s = ssd_stats(run, br)
+    s = ssd_stats(run)
     p, b = s["p"], run.batch_size
     e_hit = s["e_hit"] if math.isfinite(s["e_hit"]) else s["e_miss"]
     e_miss = s["e_miss"] if math.isfinite(s["e_miss"]) else e_hit

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Unit tests of analysis/ssd_analysis: the paper's formulas on hand-built records with known
 answers. Run: /usr/bin/python3 -m unittest discover -s analysis/tests"""
+import json
 import math
 import os
 import sys
@@ -279,6 +280,27 @@ class Timing(unittest.TestCase):
         np.testing.assert_array_equal(st["rows"], [2, 2])
         np.testing.assert_allclose(st["time"], [0.2, 0.4])
 
+
+
+class SharedSpeedupTable(unittest.TestCase):
+    """tests/reference/speedup_cases.json: the same table tests/test_fallback.cpp checks the
+    run-time fallback policy against, so analysis and ssd-bench agree on Corollary 16 and
+    Theorem 17's slow fallback."""
+
+    def test_matches_the_table(self):
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                            "reference", "speedup_cases.json")
+        with open(path) as f:
+            cases = json.load(f)["cases"]
+        self.assertGreater(len(cases), 100)
+        for c in cases:
+            args = (c["p_hit"], c["e_hit"], c["e_miss"], c["t_p"], c["t_b"], c["b"])
+            self.assertAlmostEqual(M.corollary16_speedup(*args), c["corollary16"], places=12)
+            self.assertAlmostEqual(M.speedup_slow_backup(c["p_hit"], c["e_hit"], c["t_p"], c["b"]),
+                                   c["slow_fallback"], places=12)
+            if "b_star" in c:
+                self.assertAlmostEqual(M.b_star(c["p_hit"], c["e_hit"], c["e_miss"], c["t_p"]),
+                                       c["b_star"], places=9)
 
 if __name__ == "__main__":
     unittest.main()

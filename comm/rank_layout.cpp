@@ -16,9 +16,9 @@ RankLayout make_rank_layout(int target_tp, int draft_ranks) {
   if (target_tp < 1) throw InputError("target tensor-parallel size: must be at least 1");
   if (draft_ranks < 0) throw InputError("draft ranks: must be 0 or more");
   if (target_tp + draft_ranks != l.world_size)
-    throw InputError("mpirun -np " + std::to_string(l.world_size) + " does not equal --target-tp " +
-                     std::to_string(target_tp) + " + --draft-ranks " + std::to_string(draft_ranks) +
-                     " (launch exactly " + std::to_string(target_tp + draft_ranks) + " ranks)");
+    throw InputError(std::to_string(l.world_size) + " ranks launched for a layout of " +
+                     std::to_string(target_tp) + " target + " + std::to_string(draft_ranks) +
+                     " draft ranks");
   l.target_tp = target_tp;
   l.draft_ranks = draft_ranks;
   l.role = l.world_rank < target_tp ? Role::Target : Role::Draft;

@@ -62,7 +62,7 @@ FanoutSpec parse_fanout(const std::string& text) {
     spec.kind = FanoutSpec::Kind::Geometric;
     spec.budget = 0;  // bare "geometric": the budget comes from --budget
     if (has_arg && (!parse_int(arg, spec.budget) || spec.budget < 1))
-      fanout_error(text, "geometric:B needs a positive budget B (omit it to use --budget)");
+      fanout_error(text, "geometric:B needs a positive budget B (omit it to use the run's budget)");
   } else {
     fanout_error(text, "unknown shape '" + kind + "'");
   }

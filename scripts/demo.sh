@@ -47,7 +47,19 @@ for mode in sd ssd; do
     --target "$model" --draft perturb:0.02 --prompts "$out/mixed-smollm2-3.jsonl" \
     --max-new-tokens 64 --threads 1 --reps 1 --budget 8 --out "$out/smollm2-$mode.h5" --overwrite
 done
+# The same two modes with synthetic outcomes: every forward pass of both models stays real, only
+# verification is drawn (a per-token acceptance of 0.8, bonus ranks with r = 0.6), so the round
+# costs are the real model's and the acceptance is that of a draft which agrees that often.
+for mode in sd ssd; do
+  ranks=1
+  [ "$mode" = ssd ] && ranks=2
+  mpiexec --oversubscribe --bind-to none -np "$ranks" ./build/release/ssd-bench --mode "$mode" \
+    --target "$model" --draft perturb:0.02 --prompts "$out/mixed-smollm2-3.jsonl" \
+    --outcomes synthetic:alpha=0.8,r=0.6 --max-new-tokens 64 --threads 1 --reps 1 --budget 8 \
+    --out "$out/smollm2-$mode-synthetic.h5" --overwrite
+done
+analysis/ssd-analyze summary "$out"/smollm2-*.h5
 # Figure 3's quantity on real text: the rank of the target's bonus token among the draft's
-# candidates, from the SSD run's looked-up outcomes.
+# candidates, from the SSD run's looked-up outcomes (real outcomes).
 analysis/ssd-analyze figures "$out/smollm2-ssd.h5" --out "$out/figures-smollm2"
 echo "== the real model's figures are in $out/figures-smollm2"

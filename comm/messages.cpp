@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 namespace ssd {
 
@@ -47,6 +48,19 @@ class Reader {
     at_ += n * sizeof(T);
     return v;
   }
+  // A flag is written as 0 or 1; any other byte is a corrupt message (found by fuzzing: such
+  // a message decoded, and encoded back to different bytes).
+  bool get_flag() {
+    const uint8_t v = get<uint8_t>();
+    if (v > 1) throw std::runtime_error("message: bad flag byte");
+    return v == 1;
+  }
+  SpeculationSource get_source() {
+    const int32_t v = get<int32_t>();
+    if (v < int32_t(SpeculationSource::Initial) || v > int32_t(SpeculationSource::Backup))
+      throw std::runtime_error("message: bad speculation source " + std::to_string(v));
+    return SpeculationSource(v);
+  }
   void done() const {
     if (at_ != bytes_.size()) throw std::runtime_error("message: trailing bytes");
   }
@@ -82,7 +96,7 @@ void decode(const std::vector<uint8_t>& bytes, StartMessage& m) {
   m.lookahead = r.get<int32_t>();
   m.temperature = r.get<double>();
   m.seed = r.get<uint64_t>();
-  m.synthetic = r.get<uint8_t>() != 0;
+  m.synthetic = r.get_flag();
   m.sequence_ids = r.get_vector<int32_t>();
   const uint64_t n = r.get<uint64_t>();
   if (n > bytes.size()) throw std::runtime_error("message: bad prompt count");
@@ -106,7 +120,7 @@ void decode(const std::vector<uint8_t>& bytes, OutcomeMessage& m) {
   m.round = r.get<int32_t>();
   m.temperature = r.get<double>();
   m.target_busy_s = r.get<double>();
-  m.stop = r.get<uint8_t>() != 0;
+  m.stop = r.get_flag();
   m.sequences = r.get_vector<SequenceOutcome>();
   r.done();
 }
@@ -152,8 +166,8 @@ void decode(const std::vector<uint8_t>& bytes, SpeculationMessage& m) {
   m.sequences.resize(n);
   for (auto& s : m.sequences) {
     s.row = r.get<int32_t>();
-    s.cache_hit = r.get<uint8_t>() != 0;
-    s.source = r.get<SpeculationSource>();
+    s.cache_hit = r.get_flag();
+    s.source = r.get_source();
     s.bonus_rank = r.get<int32_t>();
     s.fanout = r.get_vector<int32_t>();
     s.resolved_bonus = r.get<int32_t>();

@@ -19,7 +19,7 @@ Prompts load_prompts(const std::string& path, int vocab_size) {
     nlohmann::json doc;
     try {
       doc = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error&) {
+    } catch (const nlohmann::json::exception&) {  // parse_error, or a number overflow
       throw InputError(where + ": not valid JSON");
     }
     // Text prompts are tokenized ahead of time, never here: ssd-bench holds no tokenizer.

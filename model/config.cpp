@@ -196,7 +196,7 @@ ModelConfig load_model_config(const std::string& path) {
   json doc;
   try {
     doc = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number overflow
     throw InputError(path + ": invalid JSON: " + e.what());
   }
   return parse_model_config(doc, path);

@@ -177,7 +177,7 @@ void SafetensorsFile::parse_header() {
   json header;
   try {
     header = json::parse(map_ + 8, map_ + 8 + header_size);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number overflow
     throw InputError(path_ + ": invalid JSON header: " + e.what());
   }
   if (!header.is_object()) throw InputError(path_ + ": header is not a JSON object");
@@ -251,7 +251,7 @@ SafetensorsCheckpoint SafetensorsCheckpoint::open_index(const std::string& index
   json index;
   try {
     index = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number overflow
     throw InputError(index_path + ": invalid JSON: " + e.what());
   }
   if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {

@@ -14,6 +14,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-numpy python3-h5py python3-matplotlib
   python3-venv  # the venv of scripts/python-env.sh (real models and text tools)
+  clang libomp-dev  # the libFuzzer targets of scripts/fuzz.sh
 )
 
 missing=()

@@ -11,6 +11,9 @@ echo "== Release build and tests"
 bash scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release
 ctest --test-dir build/release --output-on-failure -j "$jobs"
 
+echo "== Fuzzing: every loader and message decoder, 15 s each (scripts/fuzz.sh)"
+bash scripts/fuzz.sh 15
+
 echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 # The CUDA code is compiled (and its skipping GPU tests run) in the Release pass above.
 bash scripts/build.sh build/sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "harness/stop_signals.h"
 #include "model/errors.h"
 
 namespace ssd {
@@ -230,7 +231,9 @@ ResultFile::ResultFile(std::string final_path, std::string partial_path, bool ov
     : final_path_(std::move(final_path)),
       partial_path_(std::move(partial_path)),
       overwrite_(overwrite),
-      file_(file) {}
+      file_(file) {
+  set_partial_file_for_signals(partial_path_);  // a SIGTERM now removes it (stop_signals.h)
+}
 
 ResultFile& ResultFile::operator=(ResultFile&& other) noexcept {
   if (this != &other) {
@@ -252,6 +255,7 @@ void ResultFile::take(ResultFile& other) noexcept {
 void ResultFile::release() noexcept {
   if (file_ >= 0) H5Fclose(file_);
   file_ = -1;
+  if (!partial_path_.empty()) set_partial_file_for_signals("");
   if (!committed_ && !keep_partial_ && !partial_path_.empty()) std::remove(partial_path_.c_str());
   partial_path_.clear();
 }
@@ -375,6 +379,7 @@ void ResultFile::commit() {
   std::error_code ec;
   if (!overwrite_ && fs::exists(final_path_, ec)) {
     keep_partial_ = true;
+    set_partial_file_for_signals("");  // kept on purpose: the error message names it
     throw InputError(final_path_ + " appeared while this run was writing; results kept in " +
                      partial_path_ + "; pass --overwrite to replace it");
   }
@@ -383,6 +388,7 @@ void ResultFile::commit() {
                              std::strerror(errno));
   }
   committed_ = true;
+  set_partial_file_for_signals("");
 }
 
 bool result_file_is_complete(const std::string& path) {

@@ -10,6 +10,7 @@
 #include "comm/launch.h"
 #include "harness/cli.h"
 #include "harness/run.h"
+#include "harness/stop_signals.h"
 #include "model/checkpoint.h"
 #include "model/errors.h"
 
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
   int rank = 0, world_size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  ssd::install_stop_handlers(rank);
 
   // Errors every rank meets together (the command line, set-up checks run collectively) let
   // every rank exit cleanly with rank 0 speaking; an error on some ranks only, or in the

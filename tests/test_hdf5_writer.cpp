@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "harness/hdf5_writer.h"
+#include "harness/stop_signals.h"
 #include "model/errors.h"
 #include "tests/test_support.h"
 
@@ -285,6 +287,32 @@ TEST(Hdf5Writer, KilledWriterLeavesOnlyAnIncompletePartial) {
   EXPECT_FALSE(fs::exists(path));
   EXPECT_TRUE(fs::exists(partial));
   EXPECT_FALSE(result_file_is_complete(partial));
+}
+
+// SIGTERM while the file is being written (Slurm's time limit): the handler removes the partial
+// file and exits 128 + 15; a file already committed is not touched by a later signal.
+TEST(Hdf5Writer, SigtermRemovesThePartialFile) {
+  const fs::path dir = test::fresh_dir("hdf5_sigterm");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    install_stop_handlers(1);  // not world rank 0: no message in the test's output
+    ResultFile done = ResultFile::create(dir / "done.h5", false);
+    done.set_attr("/", "x", 1.0);
+    done.commit();
+    ResultFile out = ResultFile::create(dir / "out.h5", false);
+    out.write_column("/c", std::vector<double>(50000, 1.0));
+    raise(SIGTERM);
+    _exit(0);  // not reached
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(dir)) left.push_back(entry.path().filename());
+  EXPECT_EQ(left, std::vector<std::string>{"done.h5"});
+  EXPECT_TRUE(result_file_is_complete(dir / "done.h5"));
 }
 
 TEST(Hdf5Writer, FinalFileAppearingBeforeCommitIsKept) {

@@ -1,0 +1,17 @@
+// SIGTERM and SIGINT: Slurm's time limit (srun, or scancel, sends SIGTERM to every task; the
+// templates ask for it early with --signal), Ctrl-C, or mpirun forwarding either to its ranks.
+// Every rank that receives one removes the partial result file it is writing, if any, and
+// exits at once with 128 + the signal; world rank 0 says so in one line. A rank blocked in MPI
+// is interrupted like any other, so the whole job stops within the launcher's forwarding time.
+#pragma once
+
+#include <string>
+
+namespace ssd {
+
+void install_stop_handlers(int world_rank);
+
+// The partial file a stop must remove (ResultFile registers it while it is open; "" clears).
+void set_partial_file_for_signals(const std::string& path);
+
+}  // namespace ssd

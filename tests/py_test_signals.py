@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""SIGINT and SIGTERM (Ctrl-C, Slurm's time limit): a run stops within seconds, every rank with
+it, exits non-zero with one line from ssd-bench, and leaves no result file (neither the final
+one nor a partial one)."""
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpi_run  # noqa: E402
+
+ARGS = None
+# Effectively endless: the signal always lands mid-run.
+ENDLESS = ["--target", "synthetic:tiny-llama", "--max-new-tokens", "32", "--ignore-eos",
+           "--reps", "1000000", "--warmup", "0", "--threads", "1", "--progress", "0"]
+
+
+def descendants(pid):
+    """Pids of every process below `pid`."""
+    out, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
+        for stat in glob.glob("/proc/[0-9]*/stat"):
+            try:
+                with open(stat) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == parent:
+                child = int(stat.split("/")[2])
+                out.append(child)
+                todo.append(child)
+    return out
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class Signals(unittest.TestCase):
+    def setUp(self):
+        os.makedirs(ARGS.work, exist_ok=True)
+        for f in glob.glob(os.path.join(ARGS.work, "*")):
+            os.remove(f)
+
+    def stop(self, cmd, sig, started, env=None):
+        out = os.path.join(ARGS.work, "run.h5")
+        proc = subprocess.Popen([*cmd, "--out", out], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not started(proc):
+                time.sleep(0.1)
+            time.sleep(1.0)  # decoding by now
+            self.assertIsNone(proc.poll(), "the run ended before the signal")
+            ranks = descendants(proc.pid)
+            start = time.monotonic()
+            proc.send_signal(sig)
+            _, stderr = proc.communicate(timeout=30)
+            took = time.monotonic() - start
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        print(f"\n  {signal.Signals(sig).name}: exit {proc.returncode} after {took:.2f} s",
+              end="", flush=True)
+        self.assertLess(took, 5.0)
+        self.assertNotEqual(proc.returncode, 0)
+        own = [line for line in stderr.splitlines() if line.startswith("ssd-bench:")]
+        self.assertEqual(own, [f"ssd-bench: stopped by {signal.Signals(sig).name}; no result "
+                               "file was written"], stderr)
+        time.sleep(0.5)
+        for pid in ranks:
+            self.assertFalse(alive(pid), f"pid {pid} outlived the run")
+        self.assertEqual(os.listdir(ARGS.work), [])  # no result, no partial file
+        return proc.returncode
+
+    def test_sigint_stops_a_single_rank_run(self):
+        code = self.stop([ARGS.ssd_bench, *ENDLESS], signal.SIGINT, lambda p: True)
+        self.assertEqual(code, 128 + signal.SIGINT)
+
+    def test_sigterm_to_mpiexec_stops_every_rank(self):
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        cmd = [ARGS.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", "2", ARGS.ssd_bench,
+               *ENDLESS, "--mode", "ssd", "--draft", "perturb:0.1"]
+        self.stop(cmd, signal.SIGTERM, lambda p: len(descendants(p.pid)) >= 2, env)
+
+
+if __name__ == "__main__":
+    mpi_run.main(sys.modules[__name__])

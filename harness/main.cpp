@@ -54,15 +54,19 @@ int main(int argc, char** argv) {
     ssd::check_launch(world_size);
     const ssd::Cli cli = ssd::parse_cli(argc, argv);
     code = dispatch(cli, world_size);
+    ssd::quiet_stop_handlers();
   } catch (const ssd::CliExit& e) {
+    ssd::quiet_stop_handlers();
     if (rank == 0)
       (e.code == 0 ? std::cout : std::cerr)
           << (e.code ? "ssd-bench: error: " : "") << e.text << "\n";
     code = e.code;
   } catch (const ssd::AgreedError& e) {
+    ssd::quiet_stop_handlers();
     if (rank == 0) std::cerr << "ssd-bench: error: " << e.what() << "\n";
     code = e.exit_code;
   } catch (const ssd::InputError& e) {
+    ssd::quiet_stop_handlers();
     std::cerr << "ssd-bench: error: " << e.what() << "\n";
     if (world_size > 1) {
       std::fflush(nullptr);
@@ -70,6 +74,7 @@ int main(int argc, char** argv) {
     }
     code = 2;
   } catch (const std::exception& e) {
+    ssd::quiet_stop_handlers();
     std::cerr << "ssd-bench: rank " << rank << ": fatal: " << e.what() << "\n";
     std::fflush(nullptr);
     MPI_Abort(MPI_COMM_WORLD, 1);

@@ -11,6 +11,7 @@ namespace {
 // Only async-signal-safe work in the handler: fixed buffers, write(2), unlink(2), _exit(2).
 char g_partial[4096] = {};
 volatile std::sig_atomic_t g_world_rank = 0;
+volatile std::sig_atomic_t g_quiet = 0;
 
 void write_text(const char* text) {
   const ssize_t ignored = ::write(STDERR_FILENO, text, std::strlen(text));
@@ -20,7 +21,7 @@ void write_text(const char* text) {
 extern "C" void on_stop_signal(int sig) {
   const bool had_partial = g_partial[0] != '\0';
   if (had_partial) ::unlink(g_partial);
-  if (g_world_rank == 0) {
+  if (g_world_rank == 0 && !g_quiet) {
     write_text(sig == SIGINT ? "ssd-bench: stopped by SIGINT" : "ssd-bench: stopped by SIGTERM");
     write_text(had_partial ? "; the partial result file was removed\n"
                            : "; no result file was written\n");
@@ -36,6 +37,10 @@ void install_stop_handlers(int world_rank) {
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
   for (int sig : {SIGTERM, SIGINT}) sigaction(sig, &action, nullptr);
+}
+
+void quiet_stop_handlers() {
+  g_quiet = 1;
 }
 
 void set_partial_file_for_signals(const std::string& path) {

@@ -11,6 +11,11 @@ namespace ssd {
 
 void install_stop_handlers(int world_rank);
 
+// The run is over (finished, or ending on an error it has reported): a signal from now on is
+// the launcher tearing the job down after some rank exited non-zero, not a stop request, and
+// must not add a line of its own. The partial file is still removed.
+void quiet_stop_handlers();
+
 // The partial file a stop must remove (ResultFile registers it while it is open; "" clears).
 void set_partial_file_for_signals(const std::string& path);
 

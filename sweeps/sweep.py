@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -141,6 +142,35 @@ def fmt_seconds(s):
     return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
 
 
+class StopRequest:
+    """SIGTERM or SIGINT (Slurm's time limit, Ctrl-C, kill) while a sweep runs: passed on to the
+    running ssd-bench (which stops every rank and removes its partial file), and the sweep stops
+    after it with the index written, so running the same command again continues with the runs
+    that are not complete."""
+
+    def __init__(self):
+        self.signal = 0
+        self.child = None
+        self.previous = {s: signal.signal(s, self.handle) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    def handle(self, sig, _frame):
+        self.signal = self.signal or sig
+        if self.child is not None and self.child.poll() is None:
+            self.child.send_signal(sig)
+
+    def call(self, cmd, **kwargs):
+        self.child = subprocess.Popen(cmd, **kwargs)
+        if self.signal:  # arrived between two runs
+            self.child.send_signal(self.signal)
+        code = self.child.wait()
+        self.child = None
+        return code
+
+    def restore(self):
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+
 def run_local(doc, runs, out_dir, binary, mpiexec, dry_run=False, log=sys.stdout):
     os.makedirs(os.path.join(out_dir, "runs"), exist_ok=True)
     os.makedirs(os.path.join(out_dir, "logs"), exist_ok=True)
@@ -148,6 +178,7 @@ def run_local(doc, runs, out_dir, binary, mpiexec, dry_run=False, log=sys.stdout
     print(f"# sweep {doc['name']}: {len(runs)} runs, {len(runs) - len(todo)} already complete, "
           f"{len(todo)} to run; results in {out_dir}", file=log, flush=True)
     failures, started = 0, time.time()
+    stop = StopRequest()
     for i, run in enumerate(todo, 1):
         cmd = launcher_prefix(doc, run.ranks, mpiexec) + run.argv(binary)
         if dry_run:
@@ -158,7 +189,15 @@ def run_local(doc, runs, out_dir, binary, mpiexec, dry_run=False, log=sys.stdout
         with open(log_path, "w") as out:
             out.write("# " + shlex.join(cmd) + "\n")
             out.flush()
-            code = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT)
+            code = stop.call(cmd, stdout=out, stderr=subprocess.STDOUT)
+        if stop.signal:
+            index = write_index(doc, runs, out_dir)
+            done = sum(is_complete(r.out) for r in runs)
+            print(f"# sweep stopped by {signal.Signals(stop.signal).name}: {done} of {len(runs)} "
+                  f"runs complete; run the same command again to continue; index: {index}",
+                  file=log, flush=True)
+            stop.restore()
+            raise SystemExit(128 + stop.signal)
         elapsed = time.time() - started
         eta = elapsed / i * (len(todo) - i)
         status = "ok" if code == 0 and is_complete(run.out) else f"FAILED (exit {code}, {log_path})"
@@ -166,6 +205,7 @@ def run_local(doc, runs, out_dir, binary, mpiexec, dry_run=False, log=sys.stdout
         print(f"[{i}/{len(todo)}] {run.run_id} {run.label or '(defaults)'}: {status} in "
               f"{time.time() - t0:.1f} s; elapsed {fmt_seconds(elapsed)}, ETA {fmt_seconds(eta)}",
               file=log, flush=True)
+    stop.restore()
     index = write_index(doc, runs, out_dir)
     print(f"# index: {index}; {failures} failed", file=log, flush=True)
     return failures

@@ -56,39 +56,14 @@ std::vector<std::pair<std::string, std::string>> describe(const CharacterizeConf
 
 namespace {
 
-// The launch characterize measures: the run's, with the draft placed as a run with a draft
-// would place it (separate when a draft rank is launched, collocated on target rank 0 if not).
-LaunchSpec launch_spec(const CharacterizeConfig& c) {
-  LaunchSpec s;
-  s.target = c.target;
-  s.draft = c.draft;
-  s.weight_seed = c.weight_seed;
-  s.target_tp = c.target_tp;
-  s.draft_ranks = c.draft_ranks;
-  s.separate_draft = c.draft_ranks > 0;
-  s.backend = c.backend;
-  s.devices = c.devices;
-  s.gemm = c.gemm;
-  s.weight_dtype = c.weight_dtype;
-  s.threads = c.threads;
-  return s;
-}
-
 // The rank flags against the launched world, as a run with (or without) a draft checks them;
 // resolves --draft-ranks.
 void check_ranks(CharacterizeConfig& c) {
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
-  if (c.draft_ranks < 0) c.draft_ranks = std::max(0, world - c.target_tp);
-  if (c.target_tp + c.draft_ranks != world)
-    throw InputError("mpirun -np " + std::to_string(world) + " does not equal --target-tp " +
-                     std::to_string(c.target_tp) + " + --draft-ranks " +
-                     std::to_string(c.draft_ranks) + " (launch exactly " +
-                     std::to_string(c.target_tp + c.draft_ranks) + " ranks)");
+  c.draft_ranks = resolve_draft_ranks(c.target_tp, c.draft_ranks);
   if (c.draft_ranks > 0 && c.draft.empty())
     throw InputError("--draft: required when a draft rank is launched (mpirun -np " +
-                     std::to_string(world) + " with --target-tp " + std::to_string(c.target_tp) +
-                     ")");
+                     std::to_string(c.target_tp + c.draft_ranks) + " with --target-tp " +
+                     std::to_string(c.target_tp) + ")");
   if (c.draft_ranks > 1) throw InputError("--draft-ranks: at most 1 (the draft runs on one rank)");
 }
 
@@ -227,7 +202,9 @@ int run_characterize(const Cli& cli) {
   c.branch_rows.erase(std::unique(c.branch_rows.begin(), c.branch_rows.end()), c.branch_rows.end());
 
   std::optional<ResultFile> file;
-  Launch launch(launch_spec(c), [&](Launch& l) {
+  // The run's launch, with the draft placed as a run with a draft would place it (separate when
+  // a draft rank is launched, collocated on target rank 0 if not).
+  Launch launch(launch_spec(c, c.draft_ranks > 0), [&](Launch& l) {
     check_positions(l.target_source->config(), c, "target");
     if (l.draft_source) check_positions(l.draft_source->config(), c, "draft");
     if (!has_draft && !cli.characterize.branch_rows.empty())

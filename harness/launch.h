@@ -30,6 +30,25 @@ struct LaunchSpec {
   int threads = 1;  // resolved
 };
 
+// The launch a run's or characterize's flags describe (RunConfig and CharacterizeConfig name
+// their model, rank and hardware flags alike).
+template <typename Flags>
+LaunchSpec launch_spec(const Flags& c, bool separate_draft) {
+  LaunchSpec s;
+  s.target = c.target;
+  s.draft = c.draft;
+  s.weight_seed = c.weight_seed;
+  s.target_tp = c.target_tp;
+  s.draft_ranks = c.draft_ranks;
+  s.separate_draft = separate_draft;
+  s.backend = c.backend;
+  s.devices = c.devices;
+  s.gemm = c.gemm;
+  s.weight_dtype = c.weight_dtype;
+  s.threads = c.threads;
+  return s;
+}
+
 class Launch {
  public:
   // Splits the world into the layout and opens the models' sources (checking the target's

@@ -14,15 +14,8 @@ namespace {
 // The rank flags against the mode and the launched world; resolves --draft-ranks,
 // --draft-placement and --draft-temperature.
 void resolve_ranks(RunConfig& c) {
-  int world = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &world);
   const bool speculative = c.mode != Mode::AR;
-  if (c.draft_ranks < 0) c.draft_ranks = std::max(0, world - c.target_tp);
-  if (c.target_tp + c.draft_ranks != world)
-    throw InputError("mpirun -np " + std::to_string(world) + " does not equal --target-tp " +
-                     std::to_string(c.target_tp) + " + --draft-ranks " +
-                     std::to_string(c.draft_ranks) + " (launch exactly " +
-                     std::to_string(c.target_tp + c.draft_ranks) + " ranks)");
+  c.draft_ranks = resolve_draft_ranks(c.target_tp, c.draft_ranks);
   if (!speculative) {
     if (!c.draft.empty()) throw InputError("--draft: only with --mode sd or ssd");
     if (c.draft_ranks > 0)
@@ -155,6 +148,17 @@ SaguaroSettings saguaro_settings(const RunConfig& c) {
 }
 
 }  // namespace
+
+int resolve_draft_ranks(int target_tp, int draft_ranks) {
+  int world = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (draft_ranks < 0) draft_ranks = std::max(0, world - target_tp);
+  if (target_tp + draft_ranks != world)
+    throw InputError("mpirun -np " + std::to_string(world) + " does not equal --target-tp " +
+                     std::to_string(target_tp) + " + --draft-ranks " + std::to_string(draft_ranks) +
+                     " (launch exactly " + std::to_string(target_tp + draft_ranks) + " ranks)");
+  return draft_ranks;
+}
 
 RunPlan make_run_plan(const RunConfig& flags) {
   RunPlan plan;

@@ -34,6 +34,10 @@ struct RunPlan {
 // thread count is the node's cores over its ranks).
 RunPlan make_run_plan(const RunConfig& flags);
 
+// --draft-ranks resolved (-1: the launched ranks beyond --target-tp) and checked against the
+// launched world; the error names both flags. A run's plan and characterize both use it.
+int resolve_draft_ranks(int target_tp, int draft_ranks);
+
 // True when this rank holds the draft model (a draft rank, or target rank 0 when collocated).
 bool holds_draft(const RunPlan& plan, const RankLayout& layout);
 

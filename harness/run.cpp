@@ -199,29 +199,13 @@ void serve_draft_rank(const RunPlan& plan, Launch& launch) {
   }
 }
 
-LaunchSpec launch_spec(const RunConfig& c) {
-  LaunchSpec s;
-  s.target = c.target;
-  s.draft = c.draft;
-  s.weight_seed = c.weight_seed;
-  s.target_tp = c.target_tp;
-  s.draft_ranks = c.draft_ranks;
-  s.separate_draft = c.draft_placement == DraftPlacement::Separate;
-  s.backend = c.backend;
-  s.devices = c.devices;
-  s.gemm = c.gemm;
-  s.weight_dtype = c.weight_dtype;
-  s.threads = c.threads;
-  return s;
-}
-
 }  // namespace
 
 int run_benchmark(const Cli& cli) {
   RunPlan plan;
   run_collectively(MPI_COMM_WORLD, [&] { plan = make_run_plan(cli.run); });
   Prompts prompts;
-  Launch launch(launch_spec(plan.flags), [&](Launch& l) {
+  Launch launch(launch_spec(plan.flags, plan.separate_draft()), [&](Launch& l) {
     if (l.layout.is_run_leader()) check_output_path(plan.flags);
     prompts = make_prompts(plan.flags, l.target_source->config());
   });

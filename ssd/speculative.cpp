@@ -90,13 +90,13 @@ void verify(ModelGroup& target, SequenceBatch& batch,
 // The verification rule (greedy or sampled, paper §2.1), or a synthetic draw; `rank` is the
 // synthetic bonus's rank.
 Verdict judge(const float* logits, const SequenceSpeculation& sp, SpeculationRow& row,
-              const DecodeSettings& s, int vocab, std::vector<float>& target_probs, int& rank) {
+              const DecodeSettings& s, int vocab, std::vector<float>& target_probs,
+              std::vector<float>& probs, int& rank) {
   const int K = s.lookahead;
   if (s.outcomes.synthetic)
     return draw_synthetic_verdict(s.outcomes, sp.source, K, row.uniforms, rank);
   if (s.limits.temperature == 0.0) return verify_greedy(logits, sp.tokens.data(), K, vocab);
   target_probs.resize(size_t(K + 1) * vocab);
-  std::vector<float> probs;
   for (int j = 0; j <= K; ++j) {
     softmax(logits + size_t(j) * vocab, vocab, s.limits.temperature, probs);
     std::copy(probs.begin(), probs.end(), target_probs.begin() + size_t(j) * vocab);
@@ -137,7 +137,7 @@ void decode_group_speculative(ModelGroup& target, DraftEndpoint& draft, Sequence
     rows[size_t(r)].uniforms =
         UniformStream{s.limits.seed, acceptance_stream(batch.sequence(r)), 0};
   draft.start(start_message(batch, group, s));
-  std::vector<float> logits, target_probs;
+  std::vector<float> logits, target_probs, probs;  // reused across rounds
   double busy_s = 0.0;
   for (int round = 0;; ++round) {
     OutcomeMessage outcome = outcome_message(batch, rows, round, busy_s, s.limits.temperature);
@@ -161,7 +161,7 @@ void decode_group_speculative(ModelGroup& target, DraftEndpoint& draft, Sequence
       const SequenceSpeculation& sp = *drafted[i];
       int rank = 0;
       const float* l = logits.data() + i * size_t(s.lookahead + 1) * vocab;
-      const Verdict v = judge(l, sp, rows[size_t(sp.row)], s, vocab, target_probs, rank);
+      const Verdict v = judge(l, sp, rows[size_t(sp.row)], s, vocab, target_probs, probs, rank);
       verdicts.push_back(accept(batch, rows[size_t(sp.row)], sp, v, rank));
     }
     t.end = global_now();

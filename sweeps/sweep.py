@@ -1,11 +1,11 @@
 """Sweep files: a TOML grid of ssd-bench runs, expanded, run locally with mpirun or as one
 Slurm job array, resumable. See sweeps/README.md for the file format."""
+import fcntl
 import hashlib
 import itertools
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -73,7 +73,7 @@ def ranks_for(flags):
     mode = flags.get("mode", "ar")
     placement = flags.get("draft-placement", "auto")
     separate = mode == "ssd" or (mode == "sd" and placement == "separate")
-    return tp + (1 if separate else 0)
+    return tp + (int(flags.get("draft-ranks", 1)) if separate else 0)
 
 
 def normalise(flags):
@@ -117,15 +117,40 @@ def is_complete(path):
         return False
 
 
-def write_index(doc, runs, out_dir):
-    index = {"name": doc["name"], "description": doc.get("description", ""),
-             "runs": [{"id": r.run_id, "file": os.path.relpath(r.out, out_dir), "ranks": r.ranks,
-                       "flags": r.flags, "complete": is_complete(r.out)} for r in runs]}
+def write_index(doc, runs, out_dir, jobs=None):
+    """OUT/index.json: every run with its flags, whether its file is complete, and (for Slurm)
+    the array task that runs it."""
+    entries = []
+    for r in runs:
+        entry = {"id": r.run_id, "file": os.path.relpath(r.out, out_dir), "ranks": r.ranks,
+                 "flags": r.flags, "complete": is_complete(r.out)}
+        if jobs and r.run_id in jobs:
+            entry["slurm_job"] = jobs[r.run_id]
+        entries.append(entry)
+    index = {"name": doc["name"], "description": doc.get("description", ""), "runs": entries}
+    return save_index(out_dir, index)
+
+
+def save_index(out_dir, index):
+    """Atomic, and serialised with the other writers (array tasks ending at once)."""
     path = os.path.join(out_dir, "index.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(index, f, indent=1)
-    os.replace(path + ".tmp", path)
+    with open(os.path.join(out_dir, ".index.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with open(path + ".tmp", "w") as f:
+            json.dump(index, f, indent=1)
+        os.replace(path + ".tmp", path)
     return path
+
+
+def update_index(out_dir):
+    """Re-reads every run's completeness into OUT/index.json: what each Slurm array task runs
+    when its run ends, so the index is current without running sweeps/run again."""
+    path = os.path.join(out_dir, "index.json")
+    with open(path) as f:
+        index = json.load(f)
+    for entry in index["runs"]:
+        entry["complete"] = is_complete(os.path.join(out_dir, entry["file"]))
+    return save_index(out_dir, index)
 
 
 def launcher_prefix(doc, ranks, mpiexec):
@@ -211,29 +236,11 @@ def run_local(doc, runs, out_dir, binary, mpiexec, dry_run=False, log=sys.stdout
     return failures
 
 
-def write_slurm(doc, runs, out_dir, binary, template, submit):
-    """One job array: task i runs line i of runs.txt with srun and the right task count."""
-    todo = [r for r in runs if not is_complete(r.out)]
-    os.makedirs(os.path.join(out_dir, "runs"), exist_ok=True)
-    os.makedirs(os.path.join(out_dir, "logs"), exist_ok=True)
-    lines = [f"{r.ranks} {shlex.join(r.argv(binary))}" for r in todo]
-    runs_txt = os.path.join(out_dir, "runs.txt")
-    with open(runs_txt, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    with open(template) as f:
-        text = f.read()
-    most_ranks = max((r.ranks for r in todo), default=1)
-    script = (text.replace("@NAME@", doc["name"]).replace("@RUNS@", os.path.abspath(runs_txt))
-              .replace("@ARRAY@", f"0-{max(len(todo) - 1, 0)}")
-              .replace("@NTASKS@", str(most_ranks))
-              .replace("@LOGS@", os.path.abspath(os.path.join(out_dir, "logs"))))
-    path = os.path.join(out_dir, "sweep.sbatch")
-    with open(path, "w") as f:
-        f.write(script)
-    write_index(doc, runs, out_dir)
-    print(f"# wrote {path} for {len(todo)} runs ({len(runs) - len(todo)} already complete)")
-    if submit and todo:
-        if not shutil.which("sbatch"):
-            raise SweepError("--slurm: sbatch not found on PATH; submit the script by hand")
-        subprocess.check_call(["sbatch", path])
-    return path
+if __name__ == "__main__":
+    # sweep.py update-index OUT: run by every Slurm array task at its end.
+    if len(sys.argv) != 3 or sys.argv[1] != "update-index":
+        sys.exit("usage: sweep.py update-index OUT_DIR")
+    try:
+        update_index(sys.argv[2])
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"sweep.py update-index: error: {sys.argv[2]}: {e}")

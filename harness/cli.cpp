@@ -144,7 +144,9 @@ void add_rank_flags(CLI::App& app, RunConfig& c) {
       ->check(at_least(1))
       ->capture_default_str();
   app.add_option("--draft-ranks", c.draft_ranks,
-                 "Draft ranks (D, 0 or 1; default: launched ranks - T); mpirun -np must be T + D")
+                 "Draft ranks (D >= 0; default: launched ranks - T): with D > 1 the batch's "
+                 "sequences are split across them (row r on draft rank r % D); mpirun -np must be "
+                 "T + D")
       ->group(ranks)
       ->check(at_least(0));
   add_choice(app, "--draft-placement", c.draft_placement,

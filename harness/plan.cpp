@@ -25,18 +25,16 @@ void resolve_ranks(RunConfig& c) {
   } else {
     if (c.draft.empty())
       throw InputError(std::string("--draft: required with --mode ") + mode_name(c.mode));
-    if (c.draft_ranks > 1)
-      throw InputError("--draft-ranks: at most 1 (the draft runs on one rank)");
     if (c.draft_placement == DraftPlacement::Auto)
       c.draft_placement = c.draft_ranks ? DraftPlacement::Separate : DraftPlacement::Collocated;
     if (c.mode == Mode::SSD && c.draft_placement != DraftPlacement::Separate)
       throw InputError(
           "--mode ssd: the draft runs asynchronously on its own rank; launch "
           "--target-tp + 1 ranks (--draft-placement separate)");
-    if (c.draft_placement == DraftPlacement::Separate && c.draft_ranks != 1)
+    if (c.draft_placement == DraftPlacement::Separate && c.draft_ranks < 1)
       throw InputError(
-          "--draft-placement separate: needs one draft rank (launch --target-tp + 1 "
-          "ranks)");
+          "--draft-placement separate: needs at least one draft rank (launch --target-tp + "
+          "--draft-ranks ranks)");
     if (c.draft_placement == DraftPlacement::Collocated && c.draft_ranks != 0)
       throw InputError(
           "--draft-placement collocated: the draft runs on target rank 0; launch "

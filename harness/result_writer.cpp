@@ -63,6 +63,30 @@ void write_rounds(ResultFile& file, const std::vector<RoundRecord>& rounds) {
   column("target_idle_s", [](const RoundRecord& r) { return r.target_idle_s; });
   column("draft_idle_s", [](const RoundRecord& r) { return r.draft_idle_s; });
   column("message_bytes", [](const RoundRecord& r) { return r.message_bytes; });
+  column("draft_rank", [](const RoundRecord& r) { return int32_t(r.draft_rank); });
+}
+
+// Separate drafts: one row per draft rank per round (several when --draft-ranks > 1).
+void write_draft_ranks(ResultFile& file, const std::vector<DraftRankRecord>& ranks) {
+  auto column = [&](const char* name, auto get) {
+    using T = decltype(get(ranks.front()));
+    std::vector<T> values;
+    for (const DraftRankRecord& r : ranks) values.push_back(get(r));
+    file.write_column(std::string("/draft_ranks/") + name, values);
+  };
+  column("rep", [](const DraftRankRecord& r) { return int32_t(r.rep); });
+  column("group", [](const DraftRankRecord& r) { return int32_t(r.group); });
+  column("round", [](const DraftRankRecord& r) { return int32_t(r.round); });
+  column("draft_rank", [](const DraftRankRecord& r) { return int32_t(r.draft_rank); });
+  column("sequences", [](const DraftRankRecord& r) { return int32_t(r.sequences); });
+  column("draft_start_s", [](const DraftRankRecord& r) { return r.draft_start_s; });
+  column("draft_end_s", [](const DraftRankRecord& r) { return r.draft_end_s; });
+  column("idle_s", [](const DraftRankRecord& r) { return r.idle_s; });
+  column("cache_build_time_s", [](const DraftRankRecord& r) { return r.cache_build_s; });
+  column("fallback_time_s", [](const DraftRankRecord& r) { return r.fallback_s; });
+  column("branches", [](const DraftRankRecord& r) { return int32_t(r.branches); });
+  column("budget", [](const DraftRankRecord& r) { return int32_t(r.budget); });
+  column("message_bytes", [](const DraftRankRecord& r) { return r.message_bytes; });
 }
 
 // Fan-out shapes as a [rounds, K+1] dataset (-1 where no cache was looked up).
@@ -191,6 +215,7 @@ void write_result_file(const std::string& path, bool overwrite,
   if (summary.speculation.present) {
     write_rounds(file, records.rounds);
     write_fanouts(file, records.rounds);
+    if (!records.draft_ranks.empty()) write_draft_ranks(file, records.draft_ranks);
     write_speculation_summary(file, summary.speculation);
   }
 

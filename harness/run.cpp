@@ -158,11 +158,15 @@ int lead(const RunPlan& plan, Launch& launch, const Prompts& prompts, const RunI
   ModelGroup target_group(*launch.target_model, launch.layout.group);
   std::unique_ptr<ModelGroup> draft_group;
   std::unique_ptr<Drafter> drafter;
-  std::unique_ptr<PeerLink> link;
+  std::vector<std::unique_ptr<PeerLink>> links;  // one per draft rank
   std::unique_ptr<DraftEndpoint> endpoint;
   if (plan.separate_draft()) {
-    link = std::make_unique<PeerLink>(MPI_COMM_WORLD, launch.layout.draft_leader);
-    endpoint = std::make_unique<RemoteDraft>(*link);
+    std::vector<PeerLink*> peers;
+    for (int d = 0; d < launch.layout.draft_ranks; ++d) {
+      links.push_back(std::make_unique<PeerLink>(MPI_COMM_WORLD, launch.layout.draft_leader + d));
+      peers.push_back(links.back().get());
+    }
+    endpoint = std::make_unique<RemoteDraft>(peers);
   } else if (plan.speculative()) {
     draft_group = std::make_unique<ModelGroup>(*launch.draft_model, MPI_COMM_SELF);
     drafter = std::make_unique<Drafter>(*draft_group, c.draft_temperature, c.seed);
@@ -186,7 +190,8 @@ int lead(const RunPlan& plan, Launch& launch, const Prompts& prompts, const RunI
   return identical || !summary.tokens_check_applies ? 0 : 1;
 }
 
-// A draft rank: serves the target leader until it is shut down.
+// A draft rank: serves the target leader until it is shut down. With several draft ranks each
+// holds the whole draft model and serves its share of every batch's sequences.
 void serve_draft_rank(const RunPlan& plan, Launch& launch) {
   ModelGroup draft_group(*launch.draft_model, MPI_COMM_SELF);
   PeerLink link(MPI_COMM_WORLD, launch.layout.target_leader);

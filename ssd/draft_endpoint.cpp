@@ -22,41 +22,6 @@ SpeculationMessage LocalDraft::exchange(const OutcomeMessage& m, ExchangeTiming&
   return spec;
 }
 
-void RemoteDraft::start(const StartMessage& m) {
-  link_.send(MessageTag::Start, m);
-}
-
-SpeculationMessage RemoteDraft::exchange(const OutcomeMessage& m, ExchangeTiming& t) {
-  t = ExchangeTiming{};
-  const double begin = global_now();
-  link_.send(MessageTag::Outcome, m);
-  t.bytes = link_.last_sent_bytes();
-  SpeculationMessage spec;
-  link_.receive(MessageTag::Speculation, spec);
-  const double end = global_now();
-  t.bytes += link_.last_received_bytes();
-  t.draft_start_s = spec.draft_start_s;
-  t.draft_end_s = spec.draft_end_s;
-  t.draft_s = spec.draft_end_s - spec.draft_start_s;
-  t.target_idle_s = end - begin;
-  // The round trip minus the drafting: both messages in flight (the clocks agree to within
-  // the start-up offset estimate).
-  t.comm_s = std::max(0.0, (end - begin) - t.draft_s);
-  t.draft_idle_s = spec.draft_idle_s;
-  return spec;
-}
-
-void RemoteDraft::finish_group(const OutcomeMessage& stop) {
-  link_.send(MessageTag::Outcome, stop);
-}
-
-void RemoteDraft::shutdown() {
-  StartMessage end;
-  end.group = -1;
-  link_.send(MessageTag::Start, end);
-  link_.finish_sends();
-}
-
 void serve_draft_rank(PeerLink& link, const std::function<void(const StartMessage&)>& start,
                       const std::function<SpeculationMessage(const OutcomeMessage&)>& respond,
                       const std::function<void(double sent_at)>& between_rounds) {

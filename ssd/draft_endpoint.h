@@ -4,12 +4,25 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include "comm/messages.h"
 #include "comm/peer_link.h"
 #include "ssd/drafter.h"
 
 namespace ssd {
+
+// One draft rank's part in one exchange (separate drafts; one entry per rank that served).
+struct DraftRankTiming {
+  int draft_rank = 0;
+  int sequences = 0;                              // batch rows it answered for
+  double draft_start_s = 0.0, draft_end_s = 0.0;  // answering the outcome, global clock
+  double idle_s = 0.0;                            // waiting for the outcome before that
+  double cache_build_s = 0.0;                     // SSD: its cache build before this round
+  double fallback_s = 0.0;                        // SSD: its fallback drafting this round
+  int branches = 0, budget = 0;                   // SSD: of that cache
+  int64_t bytes = 0;                              // its outcome + speculation
+};
 
 struct ExchangeTiming {
   double draft_start_s = 0.0, draft_end_s = 0.0;  // global clock
@@ -18,6 +31,8 @@ struct ExchangeTiming {
   double target_idle_s = 0.0;
   double draft_idle_s = 0.0;
   int64_t bytes = 0;
+  std::vector<DraftRankTiming> ranks;  // separate drafts: every draft rank that served
+  std::vector<int> row_draft_rank;     // the draft rank that serves each batch row (-1: none)
 };
 
 class DraftEndpoint {
@@ -42,16 +57,26 @@ class LocalDraft final : public DraftEndpoint {
   double last_end_ = -1.0;
 };
 
+// Draft ranks on their own hardware. With D ranks the batch's sequences are partitioned:
+// row r is served by draft rank r % D as its local row r / D, so each rank drafts, builds its
+// speculation cache and falls back for b/D sequences, and in SSD can spend its verification
+// window on a D times larger fan-out per sequence. Each rank keeps its sequences for the
+// whole batch group (their K/V caches live there). A rank with no sequences in a group (more
+// ranks than rows) gets no start message and idles until the next group. The draft's
+// randomness is keyed by sequence, not by rank, so any D gives the same tokens.
 class RemoteDraft final : public DraftEndpoint {
  public:
-  explicit RemoteDraft(PeerLink& link) : link_(link) {}
+  explicit RemoteDraft(std::vector<PeerLink*> links) : links_(std::move(links)) {}
   void start(const StartMessage& m) override;
   SpeculationMessage exchange(const OutcomeMessage& m, ExchangeTiming& timing) override;
   void finish_group(const OutcomeMessage& stop) override;
   void shutdown() override;
 
  private:
-  PeerLink& link_;
+  int ranks() const { return int(links_.size()); }
+  std::vector<PeerLink*> links_;
+  std::vector<bool> in_group_;  // ranks given sequences in the current batch group
+  int rows_ = 0;
 };
 
 // The draft rank's loop, for any drafter: serves batch groups until the target leader shuts

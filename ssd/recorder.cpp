@@ -75,8 +75,21 @@ void Recorder::round(const SequenceBatch& batch, int round, int lookahead,
   totals_.verify_s += times.verify_s;
   if (on_tokens_) on_tokens_(emitted);
   if (!records_) return;
+  for (const DraftRankTiming& d : exchange.ranks)
+    records_->draft_ranks.push_back({totals_.rep, group_, round, d.draft_rank, d.sequences,
+                                     d.draft_start_s - clock_zero_, d.draft_end_s - clock_zero_,
+                                     d.idle_s, d.cache_build_s, d.fallback_s, d.branches, d.budget,
+                                     d.bytes});
   for (const SequenceVerdict& v : verdicts) {
+    // Separate drafts: the rank that served this row, whose own fallback it waited for.
+    const int draft_rank = size_t(v.row) < exchange.row_draft_rank.size()
+                               ? exchange.row_draft_rank[size_t(v.row)]
+                               : -1;
+    double row_fallback_s = fallback_s;
+    for (const DraftRankTiming& d : exchange.ranks)
+      if (d.draft_rank == draft_rank) row_fallback_s = d.fallback_s;
     RoundRecord r;
+    r.draft_rank = draft_rank;
     r.rep = totals_.rep;
     r.group = group_;
     r.round = round;
@@ -87,7 +100,7 @@ void Recorder::round(const SequenceBatch& batch, int round, int lookahead,
     r.bonus = v.bonus;
     r.tokens = v.emitted;
     r.source = int(v.source);
-    r.fallback_s = v.source == SpeculationSource::CacheHit ? 0.0 : fallback_s;
+    r.fallback_s = v.source == SpeculationSource::CacheHit ? 0.0 : row_fallback_s;
     r.start_s = times.start - clock_zero_;
     r.end_s = times.end - clock_zero_;
     r.draft_start_s = exchange.draft_start_s - clock_zero_;

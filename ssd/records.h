@@ -55,6 +55,21 @@ struct RoundRecord {
   double target_idle_s = 0.0;  // the target waiting for the speculation
   double draft_idle_s = 0.0;   // the draft waiting for the outcome
   int64_t message_bytes = 0;   // outcome + speculation bytes
+  int draft_rank = -1;         // the draft rank that served this sequence (-1: collocated)
+};
+
+// One draft rank in one speculation round (separate drafts): what it answered and how long it
+// built, drafted and waited. Times are seconds on the global clock.
+struct DraftRankRecord {
+  int rep = 0, group = 0, round = 0;
+  int draft_rank = 0;
+  int sequences = 0;  // rows it answered for
+  double draft_start_s = 0.0, draft_end_s = 0.0;
+  double idle_s = 0.0;         // waiting for the outcome before answering it
+  double cache_build_s = 0.0;  // SSD: the cache build that preceded this round
+  double fallback_s = 0.0;     // SSD: its fallback drafting in this round
+  int branches = 0, budget = 0;
+  int64_t message_bytes = 0;
 };
 
 struct RepTotals {
@@ -82,6 +97,7 @@ struct RepTotals {
 struct RunRecords {
   std::vector<StepRecord> steps;
   std::vector<RoundRecord> rounds;
+  std::vector<DraftRankRecord> draft_ranks;
   std::vector<RepTotals> reps;
   // Tokens generated per sequence by the first recorded repetition, without the prompt.
   std::vector<std::vector<int32_t>> generated;

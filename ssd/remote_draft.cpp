@@ -1,0 +1,121 @@
+// RemoteDraft: the target leader's side of D >= 1 draft ranks (ssd/draft_endpoint.h). Each
+// exchange splits the outcome by row, sends every rank its part at once (non-blocking), then
+// collects the speculations and merges them back into batch rows. The round waits for the
+// slowest rank: that is the draft's critical path.
+#include <algorithm>
+
+#include "comm/clock.h"
+#include "ssd/draft_endpoint.h"
+
+namespace ssd {
+
+void RemoteDraft::start(const StartMessage& m) {
+  rows_ = int(m.prompts.size());
+  in_group_.assign(size_t(ranks()), false);
+  std::vector<StartMessage> parts(links_.size());
+  for (int d = 0; d < ranks(); ++d) {
+    StartMessage& part = parts[size_t(d)];
+    part = m;
+    part.sequence_ids.clear();
+    part.prompts.clear();
+    for (int r = d; r < rows_; r += ranks()) {
+      part.sequence_ids.push_back(m.sequence_ids[size_t(r)]);
+      part.prompts.push_back(m.prompts[size_t(r)]);
+    }
+    in_group_[size_t(d)] = !part.prompts.empty();
+    if (in_group_[size_t(d)]) links_[size_t(d)]->send(MessageTag::Start, part);
+  }
+}
+
+SpeculationMessage RemoteDraft::exchange(const OutcomeMessage& m, ExchangeTiming& t) {
+  t = ExchangeTiming{};
+  const int D = ranks();
+  std::vector<OutcomeMessage> parts(links_.size());
+  for (OutcomeMessage& part : parts) {
+    part = m;
+    part.sequences.clear();
+  }
+  for (SequenceOutcome o : m.sequences) {  // global row r -> rank r % D, local row r / D
+    const int d = o.row % D;
+    o.row /= D;
+    parts[size_t(d)].sequences.push_back(o);
+  }
+  const double begin = global_now();
+  std::vector<int> serving;
+  for (int d = 0; d < D; ++d) {
+    if (parts[size_t(d)].sequences.empty()) continue;  // its sequences have all finished
+    links_[size_t(d)]->send(MessageTag::Outcome, parts[size_t(d)]);
+    serving.push_back(d);
+  }
+  SpeculationMessage merged;
+  merged.round = m.round;
+  t.row_draft_rank.assign(size_t(rows_), -1);
+  double idle_sum = 0.0;
+  for (int d : serving) {
+    PeerLink& link = *links_[size_t(d)];
+    DraftRankTiming rank;
+    rank.draft_rank = d;
+    rank.bytes = link.last_sent_bytes();
+    SpeculationMessage spec;
+    link.receive(MessageTag::Speculation, spec);
+    rank.bytes += link.last_received_bytes();
+    rank.sequences = int(spec.sequences.size());
+    rank.draft_start_s = spec.draft_start_s;
+    rank.draft_end_s = spec.draft_end_s;
+    rank.idle_s = spec.draft_idle_s;
+    rank.cache_build_s = spec.cache_build_s;
+    rank.fallback_s = spec.fallback_s;
+    rank.branches = spec.branches;
+    rank.budget = spec.budget;
+    for (SequenceSpeculation& sp : spec.sequences) {
+      sp.row = sp.row * D + d;
+      t.row_draft_rank[size_t(sp.row)] = d;
+      merged.sequences.push_back(std::move(sp));
+    }
+    // The merged message speaks for the whole batch: the last rank to finish sets the draft's
+    // times, branches add up, and the budget is the largest any rank used (/draft_ranks and
+    // /rounds/draft_rank keep each rank's own).
+    merged.vocab = spec.vocab;
+    if (t.ranks.empty() || spec.draft_start_s < merged.draft_start_s)
+      merged.draft_start_s = spec.draft_start_s;
+    merged.draft_end_s = std::max(merged.draft_end_s, spec.draft_end_s);
+    merged.cache_build_s = std::max(merged.cache_build_s, spec.cache_build_s);
+    merged.fallback_s = std::max(merged.fallback_s, spec.fallback_s);
+    merged.branches += spec.branches;
+    merged.budget = std::max(merged.budget, spec.budget);
+    t.draft_s = std::max(t.draft_s, spec.draft_end_s - spec.draft_start_s);
+    t.bytes += rank.bytes;
+    idle_sum += spec.draft_idle_s;
+    t.ranks.push_back(rank);
+  }
+  const double end = global_now();
+  // Rows in batch order, as one rank sends them: the target verifies in this order.
+  std::sort(
+      merged.sequences.begin(), merged.sequences.end(),
+      [](const SequenceSpeculation& a, const SequenceSpeculation& b) { return a.row < b.row; });
+  merged.draft_idle_s = t.ranks.empty() ? 0.0 : idle_sum / double(t.ranks.size());
+  t.draft_start_s = merged.draft_start_s;
+  t.draft_end_s = merged.draft_end_s;
+  t.target_idle_s = end - begin;
+  // The round trip minus the slowest rank's drafting: messages in flight (the clocks agree to
+  // within the start-up offset estimate).
+  t.comm_s = std::max(0.0, (end - begin) - t.draft_s);
+  t.draft_idle_s = merged.draft_idle_s;  // the mean over the ranks that served
+  return merged;
+}
+
+void RemoteDraft::finish_group(const OutcomeMessage& stop) {
+  for (int d = 0; d < ranks(); ++d)
+    if (in_group_[size_t(d)]) links_[size_t(d)]->send(MessageTag::Outcome, stop);
+}
+
+void RemoteDraft::shutdown() {
+  StartMessage end;
+  end.group = -1;
+  for (PeerLink* link : links_) {
+    link->send(MessageTag::Start, end);
+    link->finish_sends();
+  }
+}
+
+}  // namespace ssd

@@ -17,7 +17,8 @@ import h5py
 
 # Flags that only mean something for some modes; dropped elsewhere so that, e.g., an AR run
 # is not repeated once per lookahead of the grid.
-SPECULATIVE_ONLY = {"draft", "lookahead", "draft-temperature", "draft-placement", "outcomes"}
+SPECULATIVE_ONLY = {"draft", "lookahead", "draft-temperature", "draft-placement", "draft-ranks",
+                    "outcomes"}
 SSD_ONLY = {"fanout", "fanout-backup", "fanout-alpha", "fanout-r", "budget", "saguaro-c",
             "fallback", "backup"}
 SWEEP_KEYS = {"name", "description", "defaults", "grid", "runs", "launcher"}
@@ -92,7 +93,9 @@ def expand(doc, out_dir):
     defaults = doc.get("defaults", {})
     grid = doc.get("grid", {})
     keys = list(grid)
-    combos = [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))]
+    # No grid: only the [[runs]] (or, with neither, the defaults alone).
+    combos = [dict(zip(keys, values)) for values in itertools.product(*(grid[k] for k in keys))
+              ] if grid else []
     combos += doc.get("runs", [])
     runs, seen = [], set()
     for combo in combos or [{}]:

@@ -142,13 +142,14 @@ class Templates(SlurmCase):
         ranks = tp + 1
         if node_gpus() < ranks:
             self.skipTest(f"the Slurm node has {node_gpus()} GPUs in its gres, {ranks} needed")
-        # More ranks than this 2-core node has cores: --overcommit lets them share. (Slurm
+        # More ranks than this 2-core node has cores: --overcommit lets them share, and
+        # --exclusive gives them both cores rather than one. (Slurm
         # 22.05 then refuses --nodes=1 with 5 GPU tasks, hence --nodes=1-3 on this one-node
         # cluster; and --ntasks-per-node with more than 2 GPU tasks, hence TP 1 for the
         # multi-node template.)
         model = "synthetic:llama-124m" if tp == 4 else "synthetic:tiny-llama"
         text = self.sbatch_wait(
-            ["--overcommit", "--nodes=1-3", "--cpus-per-task=1", *options], template,
+            ["--overcommit", "--exclusive", "--nodes=1-3", "--cpus-per-task=1", *options], template,
             ["--mode", "ssd", "--target", model, "--draft", "perturb:0.1",
              "--max-new-tokens", "4", "--prompt-len", "8", "--reps", "1", "--warmup", "0",
              "--out", os.path.join(self.work, "tp.h5")], env=dict(env, SSD_BACKEND="cpu"))
@@ -166,6 +167,23 @@ class Templates(SlurmCase):
     def test_multi_node_gpu_layout(self):
         self.fake_gpu_layout("multi-node-gpu.sbatch", 1, ["--ntasks=2", "--ntasks-per-node=2"],
                              {"TARGET_TP": "1"})
+
+
+    def test_draft_ranks_template(self):
+        """Figure 6 (right)'s job: AR and SD on the TP 4 group, then SSD with 1 draft rank."""
+        if node_gpus() < 5:
+            self.skipTest(f"the Slurm node has {node_gpus()} GPUs in its gres, 5 needed")
+        out = os.path.join(self.work, "out")
+        text = self.sbatch_wait(
+            ["--overcommit", "--exclusive", "--nodes=1-3", "--ntasks=5", "--cpus-per-task=1"],
+            "draft-ranks-gpu.sbatch",
+            [out, "--target", "synthetic:llama-124m", "--max-new-tokens", "4", "--num-prompts",
+             "4", "--prompt-len", "8", "--reps", "1", "--warmup", "0"],
+            env={"DRAFT": "perturb:0.1", "SPEC_FLAGS": "-k 3", "DRAFT_RANKS_LIST": "1",
+                 "BATCH_SIZE": "4", "SSD_BACKEND": "cpu"})
+        for name in ("ar", "sd", "ssd-d1"):
+            self.assertTrue(is_complete(os.path.join(out, f"{name}.h5")), f"{name}\n{text}")
+        self.assertRegex(text, r"#\s+4\s+draft 0/1")
 
 
 class Sweeps(SlurmCase):

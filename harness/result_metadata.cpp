@@ -35,6 +35,7 @@ void write_root_metadata(ResultFile& file, const RootMetadata& m, const RunInfo&
   file.set_attr("/", "build_type", info.build_type);
   file.set_attr("/", "host", info.host);
   file.set_attr("/", "cpu_model", info.cpu_model);
+  file.set_attr("/", "host_cpus", int64_t(info.host_cpus));
   file.set_attr("/", "gpu_model", info.gpu_model);
   file.set_attr("/", "start_time", info.start_time);
   file.set_attr("/", "end_time", iso_time_now());

@@ -38,6 +38,7 @@ RunInfo collect_run_info() {
   info.start_time = iso_time_now();
   info.host = host_name();
   info.cpu_model = cpu_model_name();
+  info.host_cpus = int(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
 
   unsigned major = 0, minor = 0, release = 0;
   H5get_libversion(&major, &minor, &release);

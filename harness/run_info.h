@@ -22,6 +22,7 @@ struct RunInfo {
   std::string start_time;  // ISO 8601, UTC
   std::string host;
   std::string cpu_model;
+  int host_cpus = 0;  // online CPUs of rank 0's host: more ranks than this share cores
   std::string gpu_model = "none";
   std::vector<std::pair<std::string, std::string>> libraries;  // name, version
   std::vector<RankInfo> ranks;

@@ -8,6 +8,8 @@ is skipped with a printed reason. Figures (paper numbering):
   fig4_temperature  hit rate and tok/s vs temperature, uniform vs geometric fan-out (Figure 4)
   fig5_saguaro_c    acceptance rate vs hit rate over Saguaro's C (Figure 5 left)
   fig6_fallback     primary vs backup fallback over batch sizes, Theorem 17's b* (Figure 6 left)
+  fig6_draft_ranks  SSD vs number of draft ranks at one batch size, measured and predicted
+                    (Figure 6 right; figures_scale.py)
   timeline          per-round Gantt chart of the ranks of one run (figures_detail.py)
   roofline          forward kinds on the characterized machine's roofline (figures_detail.py)
 """
@@ -378,7 +380,9 @@ FIGURES = [("fig7_speedup", fig_speedup), ("fig7_pareto", fig_pareto),
 def make_all(runs, out_dir, out, timeline_run=None):
     """Writes every figure whose inputs exist; prints one line per figure; returns paths."""
     from . import figures_detail as D
-    figures = FIGURES + [("timeline", lambda rs, d: D.fig_timeline(rs, d, timeline_run)),
+    from . import figures_scale as S
+    figures = FIGURES + [("fig6_draft_ranks", S.fig_draft_ranks),
+                         ("timeline", lambda rs, d: D.fig_timeline(rs, d, timeline_run)),
                          ("roofline", D.fig_roofline)]
     written = []
     for name, fn in figures:

@@ -54,6 +54,7 @@ class Run:
     reps: dict = field(default_factory=dict)
     steps: dict = field(default_factory=dict)
     rounds: dict = field(default_factory=dict)
+    draft_ranks: dict = field(default_factory=dict)  # /draft_ranks: per draft rank per round
     models: dict = field(default_factory=dict)   # "target"/"draft" -> attribute dict
     ranks: dict = field(default_factory=dict)    # rank number -> attribute dict
     prompt_digest: str = ""
@@ -202,7 +203,7 @@ def load_run(path):
         run = Run(path=path, mode=mode, attrs=attrs, config=config)
         if "summary" in f:
             run.summary = {k: _plain(v) for k, v in f["summary"].attrs.items()}
-        for name in ("reps", "steps", "rounds"):
+        for name in ("reps", "steps", "rounds", "draft_ranks"):
             if name in f:
                 setattr(run, name, _table(f[name]))
         if "rounds/source" in f and "names" in f["rounds/source"].attrs:

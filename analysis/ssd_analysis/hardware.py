@@ -1,0 +1,278 @@
+"""Hardware profiles, model shapes and forward-pass costs for `ssd-analyze predict`.
+
+Two ways to cost a forward pass of `rows` token rows (decode: b, verification: b(K+1), SSD
+branch step: b F) of a model:
+
+* `RooflineStep`, from first principles: a step reads the model's weights (decode bytes /
+  TP per rank) plus the KV cache of its sequences, and does 2 x params x rows FLOPs;
+      time = max(bytes / (bandwidth x mem_eff), flops / (peak x gemm_eff))
+             + layers x (launch overhead + 2 all-reduces of rows x hidden bf16 values when TP > 1)
+  The GPU profiles below hold datasheet figures (peak, not measured); the efficiencies and
+  latencies are stated assumptions, the same for every model, never fitted to any throughput.
+* `MeasuredStep`, from an `ssd-bench characterize --out` file: the forward passes it timed
+  (/forward: AR step, verification, draft step, glue, branch steps) at their row counts, and
+  beyond them the /gemm table's measured per-call time of every linear shape (interpolated
+  linearly in rows, extrapolated with the last segment's slope) for the extra rows.
+"""
+import json
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+# --- model shapes: mirror of model/presets.cpp (hidden, intermediate, layers, heads, kv heads,
+# head dim, vocab, tied embeddings). Keep in step with that file.
+SHAPES = {
+    "llama-3.1-70b": (8192, 28672, 80, 64, 8, 128, 128256, False),
+    "llama-3.1-8b": (4096, 14336, 32, 32, 8, 128, 128256, False),
+    "llama-3.2-1b": (2048, 8192, 16, 32, 8, 64, 128256, True),
+    "qwen3-32b": (5120, 25600, 64, 64, 8, 128, 151936, False),
+    "qwen3-0.6b": (1024, 3072, 28, 16, 8, 128, 151936, True),
+    "llama-124m": (768, 2048, 12, 12, 4, 64, 32000, False),
+    "llama-12m": (256, 688, 4, 4, 2, 64, 32000, True),
+    "tiny-llama": (64, 160, 2, 4, 2, 16, 256, False),
+    "tiny-llama-tied": (64, 160, 3, 4, 2, 16, 256, True),
+    "tiny-qwen3": (64, 128, 2, 4, 2, 32, 256, True),
+    "tiny-qwen3-untied": (64, 128, 2, 4, 2, 32, 256, False),
+    "tiny-llama-other": (48, 96, 2, 4, 4, 12, 256, False),
+}
+
+
+class InputError(Exception):
+    """Bad input; the message names the flag or file."""
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    hidden: int
+    intermediate: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    vocab: int
+    tied: bool
+
+    @property
+    def layer_linear(self):
+        """Weights of one layer's linear maps (q, k, v, o, gate, up, down)."""
+        h, qd, kvd = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
+        return h * qd * 2 + h * kvd * 2 + 3 * h * self.intermediate
+
+    @property
+    def decode_params(self):
+        """Weights one decode step reads through GEMMs: every layer plus the LM head (the
+        embedding of a tied model doubles as the LM head; a lookup reads one row)."""
+        return self.layers * self.layer_linear + self.vocab * self.hidden
+
+    @property
+    def parameters(self):
+        norms = (2 * self.layers + 1) * self.hidden
+        return self.decode_params + (0 if self.tied else self.vocab * self.hidden) + norms
+
+    def kv_bytes_per_token(self, elem=2):
+        return 2 * self.layers * self.kv_heads * self.head_dim * elem
+
+
+def shape_of(spec, where="--target"):
+    """Shape for `synthetic:PRESET`, `PRESET`, or a config.json (HF keys, e.g. an HDF5
+    /models/*/config_json). InputError naming `where` otherwise."""
+    if isinstance(spec, dict):
+        c = spec
+        h = int(c["hidden_size"])
+        heads = int(c["num_attention_heads"])
+        return Shape(c.get("_name", "config"), h, int(c["intermediate_size"]),
+                     int(c["num_hidden_layers"]), heads,
+                     int(c.get("num_key_value_heads", heads)),
+                     int(c.get("head_dim") or h // heads), int(c["vocab_size"]),
+                     bool(c.get("tie_word_embeddings", False)))
+    name = spec.removeprefix("synthetic:")
+    if name not in SHAPES:
+        raise InputError(f"{where}: unknown model '{spec}' (one of: {', '.join(SHAPES)})")
+    return Shape(name, *SHAPES[name])
+
+
+# --- hardware profiles ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Hardware:
+    name: str
+    mem_bw: float             # bytes/s, peak memory bandwidth per device
+    peak_flops: float         # dense bf16 FLOP/s per device
+    mem_eff: float            # achievable fraction of mem_bw when streaming weights
+    gemm_eff: float           # achievable fraction of peak_flops for large GEMMs
+    layer_overhead_s: float   # kernel launches and small ops per layer per step
+    ar_latency_s: float       # all-reduce of a small message inside the TP group
+    ar_busbw: float           # all-reduce bus bandwidth, bytes/s
+    link_latency_s: float     # draft <-> target one-way message latency
+    link_bw: float            # draft <-> target bandwidth, bytes/s
+    weight_bytes: int = 2     # bf16
+    source: str = ""
+
+
+# Datasheet figures (NVIDIA H100 SXM5 80GB: 3.35 TB/s HBM3, 989 TFLOP/s dense BF16, NVLink 4
+# 900 GB/s bidirectional = 450 GB/s each way; H200 SXM: 4.8 TB/s HBM3e, same compute and
+# NVLink; A100 SXM 80GB: 2.039 TB/s HBM2e, 312 TFLOP/s BF16, NVLink 3 600 GB/s = 300 each way).
+# Not measured here. The efficiencies (80% of peak bandwidth, 70% of peak FLOPs), launch
+# overhead (10 us per layer under CUDA graphs), NCCL small all-reduce (8 us) and p2p (5 us)
+# latencies are round assumptions common to all three, not fitted to any reported throughput.
+_GPU_COMMON = dict(mem_eff=0.8, gemm_eff=0.7, layer_overhead_s=10e-6, ar_latency_s=8e-6,
+                   link_latency_s=5e-6, source="datasheet")
+PROFILES = {
+    "h100-sxm": Hardware("h100-sxm", 3.35e12, 989e12, ar_busbw=450e9 * 0.8,
+                         link_bw=450e9 * 0.8, **_GPU_COMMON),
+    "h200": Hardware("h200", 4.8e12, 989e12, ar_busbw=450e9 * 0.8, link_bw=450e9 * 0.8,
+                     **_GPU_COMMON),
+    "a100-80g": Hardware("a100-80g", 2.039e12, 312e12, ar_busbw=300e9 * 0.8,
+                         link_bw=300e9 * 0.8, **_GPU_COMMON),
+}
+
+
+def cpu_profile(char):
+    """This CPU as a roofline, from a characterize file: the AR bound's read bandwidth, the best
+    GEMM rate measured (already achieved, so efficiencies 1), the measured all-reduce and
+    draft<->target link, and the non-GEMM remainder of the target's AR step per layer."""
+    a = char.attrs
+    bw = float(a.get("ar_bound_gbps") or a.get("bandwidth_gbps")) * 1e9
+    gf = np.asarray(char.gemm.get("gflops", [1.0]), float)
+    fwd = MeasuredStep.from_characterize(char, "target")
+    layers = max(1, fwd.shape.layers) if fwd and fwd.shape else 1
+    over = fwd.overhead_1 / layers if fwd else 0.0
+    return Hardware("cpu", bw, float(gf.max()) * 1e9, 1.0, 1.0, over,
+                    float(a.get("all_reduce_latency_s", 0.0) or 0.0),
+                    float(a.get("all_reduce_busbw_gbps", 0.0) or 0.0) * 1e9 or math.inf,
+                    float(a.get("p2p_latency_s", 0.0) or 0.0),
+                    float(a.get("p2p_bandwidth_gbps", 0.0) or 0.0) * 1e9 or math.inf,
+                    int(a.get("element_bytes", 4) if a.get("target_weight_dtype") != "BF16"
+                        else 2), source=f"characterize {char.name}")
+
+
+def profile(name, char=None):
+    if name == "cpu":
+        if char is None:
+            raise InputError("--hardware cpu: needs --characterize FILE")
+        return cpu_profile(char)
+    if name not in PROFILES:
+        raise InputError(f"--hardware: unknown profile '{name}' "
+                         f"(one of: {', '.join(PROFILES)}, cpu)")
+    return PROFILES[name]
+
+
+# --- forward-pass costs -----------------------------------------------------------------------
+
+class RooflineStep:
+    """Forward pass of `shape` over `tp` devices of `hw`, `context` tokens per sequence."""
+
+    def __init__(self, shape, hw, tp=1, context=1024):
+        self.shape, self.hw, self.tp, self.context = shape, hw, tp, context
+
+    def parts(self, rows, sequences=None):
+        s, hw = self.shape, self.hw
+        seqs = rows if sequences is None else sequences
+        weight = s.decode_params * hw.weight_bytes / self.tp
+        kv = seqs * self.context * s.kv_bytes_per_token(hw.weight_bytes) / self.tp
+        flops = 2.0 * s.decode_params * rows / self.tp \
+            + 4.0 * rows * self.context * s.layers * s.heads * s.head_dim / self.tp
+        t_mem = (weight + kv) / (hw.mem_bw * hw.mem_eff)
+        t_flop = flops / (hw.peak_flops * hw.gemm_eff)
+        comm = 0.0
+        if self.tp > 1:
+            nbytes = rows * s.hidden * hw.weight_bytes
+            comm = 2 * s.layers * (hw.ar_latency_s + nbytes * 2 * (self.tp - 1) / self.tp
+                                   / hw.ar_busbw)
+        return {"bytes": weight + kv, "flops": flops, "t_mem": t_mem, "t_flop": t_flop,
+                "comm": comm, "overhead": s.layers * hw.layer_overhead_s}
+
+    def __call__(self, rows, sequences=None):
+        p = self.parts(rows, sequences)
+        return max(p["t_mem"], p["t_flop"]) + p["comm"] + p["overhead"]
+
+
+class MeasuredStep:
+    """Forward pass timed by a characterize file: the /forward table's measured mean time at
+    the row counts it measured for this model (duplicates averaged), linear in between; beyond
+    them (and below) the /gemm table's measured per-row increments (each linear shape's time
+    interpolated over its measured rows, extrapolated with the last segment's slope)."""
+
+    def __init__(self, curves, points, shape=None):
+        self.curves, self.shape = curves, shape
+        self.points = sorted(points)   # [(rows, seconds)] of measured forward passes
+
+    @staticmethod
+    def _interp(rows_pts, secs, rows):
+        x, y = np.asarray(rows_pts, float), np.asarray(secs, float)
+        if rows <= x[0]:
+            return float(y[0] * rows / x[0]) if x.size < 2 else \
+                float(max(y[0] + (y[1] - y[0]) / (x[1] - x[0]) * (rows - x[0]), 0.0))
+        if rows >= x[-1]:
+            if x.size < 2:
+                return float(y[-1] * rows / x[-1])
+            slope = max((y[-1] - y[-2]) / (x[-1] - x[-2]), 0.0)
+            return float(y[-1] + slope * (rows - x[-1]))
+        return float(np.interp(rows, x, y))
+
+    def gemm(self, rows):
+        return sum(count * self._interp(x, y, rows) for count, x, y in self.curves)
+
+    def __call__(self, rows, sequences=None):
+        if not self.points:
+            return self.gemm(rows)
+        xs = [r for r, _ in self.points]
+        ys = [t for _, t in self.points]
+        if xs[0] <= rows <= xs[-1]:
+            return float(np.interp(rows, xs, ys))
+        edge, t = (xs[0], ys[0]) if rows < xs[0] else (xs[-1], ys[-1])
+        return max(t + self.gemm(rows) - self.gemm(edge), 0.0)
+
+    @classmethod
+    def from_characterize(cls, char, role):
+        """role 'target' or 'draft'; None when the file has no GEMMs of that model."""
+        g, names = char.gemm, char.gemm_attrs.get("model_id", {}).get("names", "").split(",")
+        if not g or role not in names:
+            return None
+        mid = names.index(role)
+        model = np.asarray(g["model_id"]) == mid
+        sel = model & (np.asarray(g["rank"]) == np.asarray(g["rank"])[model].min())
+        curves = []
+        for sid in sorted(set(np.asarray(g["shape_id"])[sel].tolist())):
+            m = sel & (np.asarray(g["shape_id"]) == sid)
+            rows, secs = np.asarray(g["rows"])[m], np.asarray(g["seconds"])[m]
+            # a slice of a huge matrix was timed: scale to the full output width
+            scale = np.asarray(g["full_out"])[m] / np.asarray(g["out"])[m]
+            order = np.argsort(rows)
+            r_u, idx = np.unique(rows[order], return_index=True)
+            curves.append((int(np.asarray(g["per_token"])[m][0]), r_u,
+                           (secs * scale)[order][idx]))
+        points = []
+        f = char.tables.get("forward", {})
+        fn = char.table_attrs.get("forward", {}).get("model_id", {}).get("names", "").split(",")
+        if f and role in fn:
+            fm = np.asarray(f["model_id"]) == fn.index(role)
+            rows, secs = np.asarray(f["rows"], float)[fm], np.asarray(f["seconds"], float)[fm]
+            points = [(float(r), float(secs[rows == r].mean())) for r in np.unique(rows)]
+        shape = None
+        cfg = char.models.get(role, {}).get("config_json")
+        if cfg:
+            try:
+                shape = shape_of(json.loads(cfg))
+            except (KeyError, ValueError, TypeError):
+                shape = None
+        return cls(curves, points, shape)
+
+    @property
+    def overhead_1(self):
+        """Measured forward at its smallest row count minus its GEMMs (non-GEMM work)."""
+        if not self.points:
+            return 0.0
+        r, t = self.points[0]
+        return max(t - self.gemm(r), 0.0)
+
+
+def characterize_specs(char):
+    """{'target': spec, 'draft': spec} of the models a characterize file measured."""
+    return {k: v.get("spec", "") for k, v in char.models.items()}
+
+
+def with_overrides(hw, **kw):
+    return replace(hw, **{k: v for k, v in kw.items() if v is not None})

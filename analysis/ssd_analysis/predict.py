@@ -1,0 +1,211 @@
+"""`ssd-analyze predict`: a first-principles performance model of AR, SD and SSD decoding.
+
+Inputs: forward-pass costs (hardware.py: a roofline of bytes moved and FLOPs on a named GPU
+profile, or the step costs an `ssd-bench characterize` file measured on this machine), the
+draft's acceptance rate alpha and power-law exponent r (miss(F) = (F+1)^-r, ssd/fanout.h), K,
+the batch size b, the target's tensor parallelism and the number D of draft ranks. Nothing here
+is fitted to a measured or published throughput.
+
+A round of SSD with D draft ranks, each serving ceil(b/D) of the b sequences (row i on draft
+rank i % D):
+  verify   = target forward over b(K+1) rows
+  build    = draft glue step over s(K+1) rows + K branch steps over s B rows, s = ceil(b/D)
+  T_p      = build / verify;  T_b = fallback / verify (primary just in time: K draft steps of
+             s rows; backup: no forward pass)
+  p_hit    = A.2's objective for Theorem 12's shape of budget B (greedy integer optimum, as
+             ssd/budget.cpp); with the backup fallback, Equation (1) over p_hit,p and p_hit,b
+  tok/s    = b (p E_hit + (1-p) E_miss) / (verify x Corollary 16's latency + messages)
+             (a miss after a build longer than verify also waits for the build: round_latency)
+SD: E_SD / (K draft steps of b rows + verify) (Section 3.2); AR: b / (forward over b rows).
+The speedup formulas are metrics.py's (Theorem 7, Corollary 16, Equation (1), Theorem 17).
+"""
+import math
+from dataclasses import dataclass, field
+
+from . import metrics as M
+
+WINDOW_SLACK = 0.9   # the hidden budget must finish within 90% of verify (as ssd/fanout.h)
+
+
+# --- acceptance and the cache's hit rate ------------------------------------------------------
+
+def tokens_per_round(alpha, K):
+    """E_SD = E_hit: 1 + expected accepted tokens of K drafted, iid acceptance alpha."""
+    a = min(max(alpha, 0.0), 1.0)
+    return float(sum(a ** i for i in range(K + 1)))
+
+
+def outcome_weights(alpha, K):
+    """P(exactly k of K accepted): a^k (1-a) for k < K, a^K for k = K (A.2)."""
+    a = min(max(alpha, 0.0), 1.0)
+    return [a ** k * (1 - a) if k < K else a ** K for k in range(K + 1)]
+
+
+def hit_rate(shape, alpha, r):
+    """A.2's objective with the shifted power law: sum_k w_k (1 - (F_k + 1)^-r)."""
+    r = max(r, 1e-3)
+    return float(sum(w * (1.0 - (f + 1.0) ** -r)
+                     for w, f in zip(outcome_weights(alpha, len(shape) - 1), shape)))
+
+
+def geometric_shapes(K, max_budget, alpha, r):
+    """[(shape, p_hit)] for budgets 0..max_budget: Theorem 12's optimum under the shifted law,
+    built one unit at a time to the largest marginal gain (ssd/fanout.h geometric_fanout)."""
+    r = max(r, 1e-3)
+    w = outcome_weights(alpha, K)
+    shape, p, out = [0] * (K + 1), 0.0, [([0] * (K + 1), 0.0)]
+    for _ in range(max_budget):
+        gains = [w[k] * ((shape[k] + 1.0) ** -r - (shape[k] + 2.0) ** -r) for k in range(K + 1)]
+        k = max(range(K + 1), key=lambda i: (gains[i], -i))
+        shape[k] += 1
+        p += gains[k]
+        out.append((list(shape), min(max(p, 0.0), 1.0)))
+    return out
+
+
+def parse_shape(text, K, alpha, r, budget=None):
+    """A --fanout string (uniform:F, list:..., geometric[:B]) -> integer shape, or None for
+    'geometric' without a budget (the caller picks it)."""
+    kind, _, arg = text.partition(":")
+    if kind == "uniform":
+        return [int(arg or 1)] * (K + 1)
+    if kind == "list":
+        return [int(x) for x in arg.split(",")]
+    if kind == "geometric":
+        b = int(arg) if arg else budget
+        return None if b is None else geometric_shapes(K, b, alpha, r)[b][0]
+    raise ValueError(f"fan-out '{text}'")
+
+
+# --- costs of one layout ----------------------------------------------------------------------
+
+@dataclass
+class Layout:
+    """Forward-pass cost functions (seconds for `rows` rows of `sequences` sequences) of the
+    target (over its TP group) and of one draft rank, and the draft<->target link."""
+    target: object
+    draft: object
+    link_latency_s: float
+    link_bw: float
+    vocab: int
+    draft_ranks: int = 1
+    sd_collocated: bool = True
+
+    def messages(self, b, K, temperature):
+        """Two messages a round: the outcome out (k, bonus per sequence), the speculation back
+        (K tokens, plus K x vocab fp32 probabilities per sequence when sampling)."""
+        out = 46 + 8 * b
+        back = 46 + 4 * b * K + (4 * b * K * self.vocab if temperature > 0 else 0)
+        return 2 * self.link_latency_s + (out + back) / self.link_bw
+
+
+@dataclass
+class Prediction:
+    mode: str
+    tok_s: float
+    K: int = 0
+    budget: int = 0
+    shape: list = field(default_factory=list)
+    fallback: str = "-"
+    p_hit: float = math.nan
+    t_p: float = math.nan
+    t_b: float = math.nan
+    window_budget: int = 0
+    b_star: float = math.nan
+    round_s: float = math.nan
+
+
+def round_latency(p, t_p, t_b, b):
+    """Corollary 16's denominator (metrics.corollary16_latency), with one correction where
+    T_p > 1: this implementation's draft finishes the cache before it answers a miss
+    (ssd/budget.cpp), so a miss costs max(1, T_p) + T_b rather than 1 + T_b. Identical to
+    Corollary 16 for T_p <= 1."""
+    any_miss = 1.0 - min(max(p, 0.0), 1.0) ** b
+    return M.corollary16_latency(p, t_p, t_b, b) + any_miss * max(t_p - 1.0, 0.0)
+
+
+def predict_ar(lay, b):
+    t = lay.target(b, b)
+    return Prediction("ar", b / t, round_s=t)
+
+
+def predict_sd(lay, b, K, alpha, temperature=0.0):
+    """Collocated SD draws K draft steps then verifies; a separate draft adds two messages."""
+    ar = lay.target(b, b)
+    verify = lay.target(b * (K + 1), b)
+    draft = K * lay.draft(b, b)
+    if not lay.sd_collocated:
+        draft += lay.messages(b, K, temperature)
+    speedup = M.sd_speedup(tokens_per_round(alpha, K), draft / verify, verify=verify / ar)
+    return Prediction("sd", b * speedup / ar, K=K, round_s=verify + draft)
+
+
+def window_budget(lay, b, K, verify_s=None, cap=4096):
+    """The largest per-sequence budget whose cache build (glue + K branch steps on each draft
+    rank's ceil(b/D) sequences) fits within 90% of the verification: the 'hidden' fan-out."""
+    s = math.ceil(b / lay.draft_ranks)
+    verify = lay.target(b * (K + 1), b) if verify_s is None else verify_s
+    glue = lay.draft(s * (K + 1), s)
+
+    def fits(B):
+        return glue + K * lay.draft(s * B, s) <= WINDOW_SLACK * verify
+    if not fits(1):
+        return 0
+    lo, hi = 1, 2
+    while hi <= cap and fits(hi):
+        lo, hi = hi, hi * 2
+    hi = min(hi, cap + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
+                temperature=0.0, alpha_b=0.0, r_b=None, backup_shape=None, max_budget=64):
+    """SSD at lookahead K. `shape` fixes the cache; else `budget` fixes a geometric one; else
+    the budget (0..max_budget) and fallback that maximise Corollary 16's rate are chosen, as
+    --budget auto / --fallback auto would. fallback: primary, backup or auto (the better)."""
+    s = math.ceil(b / lay.draft_ranks)
+    verify = lay.target(b * (K + 1), b)
+    glue = lay.draft(s * (K + 1), s)
+    comm = lay.messages(b, K, temperature)
+    e_hit = tokens_per_round(alpha, K)
+    e_miss_backup = tokens_per_round(alpha_b, K)
+    r_b = math.log2(1.0 / max(1.0 - alpha, 1e-9)) if r_b is None else r_b
+    t_jit = K * lay.draft(s, s) / verify
+    t_backup = 0.0
+    if shape is not None:
+        candidates = [(sum(shape), list(shape), hit_rate(shape, alpha, r))]
+    else:
+        curve = geometric_shapes(K, budget if budget is not None else max_budget, alpha, r)
+        candidates = ([(budget, *curve[budget])] if budget is not None
+                      else [(B, sh, p) for B, (sh, p) in enumerate(curve)])
+    best = None
+    for B, sh, p_p in candidates:
+        build = glue + (K * lay.draft(s * B, s) if B > 0 else 0.0)
+        t_p = build / verify
+        opts = []
+        if fallback in ("auto", "primary"):
+            lat = round_latency(p_p, t_p, t_jit, b)
+            opts.append(("primary", p_p, e_hit, t_jit, lat))
+        if fallback in ("auto", "backup"):
+            bsh = backup_shape if backup_shape is not None else sh
+            p_b = hit_rate(bsh, alpha_b, r_b) if len(bsh) == K + 1 else 0.0
+            p = M.eq1_p_hit(p_p, p_b)
+            lat = round_latency(p, t_p, t_backup, b)
+            opts.append(("backup", p, M.expected_tokens(p, e_hit, e_miss_backup), t_backup, lat))
+        for name, p, tokens, t_b, lat in opts:
+            round_s = verify * lat + comm
+            rate = b * tokens / round_s
+            if best is None or rate > best.tok_s * (1 + 1e-9):
+                best = Prediction("ssd", rate, K=K, budget=B, shape=sh, fallback=name,
+                                  p_hit=p, t_p=t_p, t_b=t_b, round_s=round_s)
+    best.window_budget = window_budget(lay, b, K, verify)
+    best.b_star = M.b_star(hit_rate(best.shape, alpha, r), e_hit, e_miss_backup, t_jit)
+    return best
+
+
+def best_over_k(fn, ks):
+    """The prediction of highest tok/s over lookaheads `ks` (fn(K) -> Prediction)."""
+    return max((fn(k) for k in ks), key=lambda p: p.tok_s)

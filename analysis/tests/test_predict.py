@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""Unit tests of `ssd-analyze predict` (analysis/ssd_analysis/predict*.py, hardware.py).
+Run: /usr/bin/python3 -m unittest discover -s analysis/tests"""
+import glob
+import itertools
+import json
+import math
+import os
+import subprocess
+import sys
+import unittest
+
+import numpy as np
+from dataclasses import replace
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+from ssd_analysis import hardware as H  # noqa: E402
+from ssd_analysis import metrics as M  # noqa: E402
+from ssd_analysis import predict as P  # noqa: E402
+
+ANALYZE = os.path.join(ROOT, "analysis", "ssd-analyze")
+CHAR = os.path.join(ROOT, "results", "characterize.h5")
+RUNS = sorted(glob.glob(os.path.join(ROOT, "results", "*", "runs", "*.h5")))
+
+
+def gpu_layout(D=1, hw=None, context=1024):
+    hw = hw or H.PROFILES["h100-sxm"]
+    t = H.RooflineStep(H.shape_of("llama-3.1-70b"), hw, 4, context)
+    d = H.RooflineStep(H.shape_of("llama-3.2-1b"), hw, 1, context)
+    return P.Layout(t, d, hw.link_latency_s, hw.link_bw, 128256, D)
+
+
+class Shapes(unittest.TestCase):
+    def test_decode_bytes_match_ssd_bench(self):
+        # /models/target weight_bytes_per_token of results/characterize.h5 (llama-124m, bf16)
+        self.assertEqual(H.shape_of("synthetic:llama-124m").decode_params * 2, 200146944)
+        self.assertEqual(H.shape_of("llama-12m").decode_params * 2, 22183936)
+
+    def test_70b_parameter_count(self):
+        self.assertAlmostEqual(H.shape_of("llama-3.1-70b").parameters / 1e9, 70.55, delta=0.1)
+
+    def test_unknown_model(self):
+        with self.assertRaisesRegex(H.InputError, "--draft"):
+            H.shape_of("gpt-5", "--draft")
+
+
+class Roofline(unittest.TestCase):
+    def test_ar_is_bandwidth_over_bytes(self):
+        hw = replace(H.PROFILES["h100-sxm"], mem_bw=1e12, peak_flops=1e30, mem_eff=1.0,
+                     layer_overhead_s=0.0)
+        lay = gpu_layout(hw=hw, context=0)
+        t = H.RooflineStep(H.shape_of("llama-3.1-70b"), hw, 1, 0)
+        lay.target = t
+        want = 1e12 / (H.shape_of("llama-3.1-70b").decode_params * 2)
+        self.assertAlmostEqual(P.predict_ar(lay, 1).tok_s, want, delta=want * 1e-12)
+
+    def test_compute_bound_at_many_rows(self):
+        hw = H.PROFILES["h100-sxm"]
+        d = H.RooflineStep(H.shape_of("llama-3.2-1b"), hw, 1, 0)
+        p = d.parts(4096, 1)
+        self.assertGreater(p["t_flop"], p["t_mem"])
+        self.assertLess(d.parts(1, 1)["t_flop"], d.parts(1, 1)["t_mem"])
+
+    def test_tp_adds_all_reduce(self):
+        hw = H.PROFILES["h100-sxm"]
+        s = H.shape_of("llama-3.1-70b")
+        self.assertEqual(H.RooflineStep(s, hw, 1).parts(1)["comm"], 0.0)
+        self.assertGreater(H.RooflineStep(s, hw, 4).parts(1)["comm"], 2 * 80 * hw.ar_latency_s)
+
+
+class HitRate(unittest.TestCase):
+    def test_monotone_in_budget_and_sums(self):
+        curve = P.geometric_shapes(4, 64, 0.8, 0.7)
+        for B, (shape, p) in enumerate(curve):
+            self.assertEqual(sum(shape), B)
+            self.assertAlmostEqual(p, P.hit_rate(shape, 0.8, 0.7), places=12)
+        ps = [p for _, p in curve]
+        self.assertTrue(all(b > a for a, b in zip(ps, ps[1:])))
+        self.assertEqual(ps[0], 0.0)
+
+    def test_greedy_is_the_integer_optimum(self):
+        K, a, r = 2, 0.7, 0.9
+        for B in range(0, 7):
+            best = max(P.hit_rate(list(s), a, r)
+                       for s in itertools.product(range(B + 1), repeat=K + 1) if sum(s) == B)
+            self.assertAlmostEqual(P.geometric_shapes(K, B, a, r)[B][1], best, places=12)
+
+    def test_geometric_decay(self):
+        shape = P.geometric_shapes(5, 60, 0.8, 0.7)[60][0]
+        self.assertTrue(all(x >= y for x, y in zip(shape[:-2], shape[1:-1])))
+
+    def test_tokens_per_round(self):
+        self.assertAlmostEqual(P.tokens_per_round(0.8, 4), 1 + .8 + .64 + .512 + .4096)
+        self.assertEqual(P.tokens_per_round(0.0, 4), 1.0)
+
+
+class Corollary16(unittest.TestCase):
+    def test_round_latency_matches_shared_table(self):
+        with open(os.path.join(ROOT, "tests", "reference", "speedup_cases.json")) as f:
+            cases = json.load(f)["cases"]
+        n = 0
+        for c in cases:
+            if c["t_p"] > 1.0:
+                continue
+            got = M.expected_tokens(c["p_hit"], c["e_hit"], c["e_miss"]) / P.round_latency(
+                c["p_hit"], c["t_p"], c["t_b"], c["b"])
+            self.assertAlmostEqual(got, c["corollary16"], places=9)
+            n += 1
+        self.assertGreater(n, 0)
+
+    def test_long_build_also_waits_on_a_miss(self):
+        self.assertAlmostEqual(P.round_latency(0.0, 1.5, 0.2, 1), 1.7)
+
+
+class Predictions(unittest.TestCase):
+    def test_ssd_ge_sd_ge_ar(self):
+        for alpha in (0.6, 0.7, 0.8, 0.9):
+            for b in (1, 4, 16):
+                lay = gpu_layout()
+                ar = P.predict_ar(lay, b).tok_s
+                sd = P.best_over_k(lambda k: P.predict_sd(lay, b, k, alpha), range(1, 9)).tok_s
+                ssd = P.best_over_k(lambda k: P.predict_ssd(lay, b, k, alpha, 0.7),
+                                    range(1, 9)).tok_s
+                self.assertGreaterEqual(sd, ar, (alpha, b))
+                self.assertGreaterEqual(ssd, sd, (alpha, b))
+
+    def test_budget_and_rate_grow_with_draft_ranks_at_batch_16(self):
+        wins, rates, hits = [], [], []
+        for D in (1, 2, 3, 4):
+            lay = gpu_layout(D)
+            wins.append(P.window_budget(lay, 16, 5))
+            pr = P.predict_ssd(lay, 16, 5, 0.8, 0.7, "backup", max_budget=256)
+            rates.append(pr.tok_s)
+            hits.append(pr.p_hit)
+        self.assertTrue(all(b > a for a, b in zip(wins, wins[1:])), wins)
+        self.assertTrue(all(b >= a for a, b in zip(rates, rates[1:])), rates)
+        self.assertTrue(all(b >= a for a, b in zip(hits, hits[1:])), hits)
+
+    def test_backup_wins_at_large_batch(self):
+        # Theorem 17: the just-in-time primary at b = 1, the fast backup at large b
+        lay = gpu_layout()
+        self.assertEqual(P.predict_ssd(lay, 1, 4, 0.8, 0.7).fallback, "primary")
+        self.assertEqual(P.predict_ssd(lay, 64, 4, 0.8, 0.7).fallback, "backup")
+
+
+def analyze(*args):
+    return subprocess.run(["/usr/bin/python3", ANALYZE, "predict", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+class Cli(unittest.TestCase):
+    def test_bad_input_one_line_exit_2(self):
+        for args, flag in ((["--alpha", "1.5"], "--alpha"), (["--draft-ranks", "0"],
+                                                             "--draft-ranks"),
+                           (["--target", "nope"], "--target"), (["--hardware", "tpu"],
+                                                                "--hardware"),
+                           (["--validate", "x.h5"], "--validate")):
+            p = analyze(*args)
+            self.assertEqual(p.returncode, 2, args)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+            self.assertIn(flag, p.stderr)
+            self.assertNotIn("Traceback", p.stderr)
+
+    def test_text_csv_json(self):
+        p = analyze("--draft-ranks", "1,2", "-b", "1,16")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("paper_SSD", p.stdout)
+        self.assertIn("255.8", p.stdout)   # Appendix B.3, printed beside b = 1, D = 1
+        c = analyze("--draft-ranks", "1,2", "-b", "1,16", "--format", "csv")
+        self.assertEqual(len(c.stdout.strip().splitlines()), 5)
+        j = json.loads(analyze("--format", "json", "-b", "16").stdout)
+        self.assertEqual(j["rows"][0]["b"], 16)
+        self.assertGreater(j["rows"][0]["SSD"], j["rows"][0]["AR"])
+
+
+@unittest.skipUnless(os.path.exists(CHAR) and RUNS, "results/ not present")
+class Validation(unittest.TestCase):
+    def test_results_runs(self):
+        p = analyze("--validate", *RUNS, "--characterize", CHAR, "--format", "json")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        rows = json.loads(p.stdout)["rows"]
+        self.assertEqual(len(rows), len(RUNS))
+        # the sweeps with synthetic outcomes on the characterized layout (llama-124m target,
+        # llama-12m draft on its own rank or collocated, greedy): the model's home ground
+        # (runs with more ranks than host CPUs are shown but not counted: the model gives every
+        # rank hardware of its own)
+        spec = [r for r in rows if r["target"] == "llama-124m" and r["mode"] != "ar"
+                and not r["oversubscribed"]]
+        self.assertGreater(len(spec), 10)
+        errors = np.abs([r["rel_err"] for r in spec])
+        detail = [(r["file"], round(r["rel_err"], 3)) for r in spec]
+        # This shared host moves the same run by ~12% between sweeps, so the bar is the median
+        # and most runs, not every run: median within 10%, 60% of runs within 10%, none
+        # beyond 25%.
+        self.assertLessEqual(np.median(errors), 0.10, detail)
+        self.assertGreaterEqual(np.sum(errors <= 0.10), 0.6 * len(spec), detail)
+        self.assertLessEqual(errors.max(), 0.25, detail)
+        text = analyze("--validate", *RUNS, "--characterize", CHAR).stdout
+        counted = [r for r in rows if not r["oversubscribed"]]
+        n = sum(r["within"] for r in counted)
+        self.assertIn(f"# {n} of {len(counted)} runs within 10%", text)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -33,7 +33,8 @@ bash scripts/install-deps.sh
 bash scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release
 sweeps=("$@")
 if [ ${#sweeps[@]} -eq 0 ]; then
-  sweeps=(fig7-speedup fig7-pareto fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback)
+  sweeps=(fig7-speedup fig7-pareto fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback
+    fig6-draft-ranks)
   rm -rf results/figures   # a full regeneration leaves no stale figures behind
 fi
 for name in "${sweeps[@]}"; do
@@ -65,11 +66,11 @@ draw() {
   /usr/bin/python3 - "$@" <<'PY'
 import sys
 sys.path.insert(0, "analysis")
-from ssd_analysis import figures as F, figures_detail as D, io
+from ssd_analysis import figures as F, figures_detail as D, figures_scale as S, io
 names, files = sys.argv[1].split(","), sys.argv[2:]
 runs, errors = io.load_runs(files)
 makers = dict(F.FIGURES, timeline=lambda rs, d: D.fig_timeline(rs, d, None),
-              roofline=D.fig_roofline)
+              roofline=D.fig_roofline, fig6_draft_ranks=S.fig_draft_ranks)
 failed = bool(errors)
 for e in errors:
     print(f"make-results.sh: {e}", file=sys.stderr)
@@ -112,6 +113,18 @@ for i in "${!sweeps[@]}"; do
   if [ "$i" -eq 0 ]; then want+=",timeline,roofline"; fi
   draw "$want" "${files[@]}" results/characterize.h5 || status=1
 done
+
+# The first-principles model (ssd-analyze predict) against every run above, and its forecast
+# for the paper's layout with 1 to 4 draft GPUs.
+echo "== ssd-analyze predict"
+{
+  echo "### predict --validate: every run above against the characterize file's step costs"
+  analysis/ssd-analyze predict --validate results/*/runs/*.h5 --characterize results/characterize.h5
+  echo
+  echo "### predict: Llama-3.1-70B TP4 + Llama-3.2-1B on h100-sxm, 1-4 draft GPUs"
+  analysis/ssd-analyze predict --draft-ranks 1,2,3,4 -b 1,16 --max-budget 256
+} > results/predict.txt || status=1
+tail -n 1 results/predict.txt
 
 {
   echo "machine: $(lscpu | sed -n 's/^Model name:[ \t]*//p'), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"

@@ -3,9 +3,13 @@
 // and K+1-token verification, the draft's one-token step, its glue step (K+1 tokens per
 // sequence, what SSD runs before building a cache) and SSD's branch-masked branch steps.
 #include <algorithm>
+#include <functional>
+#include <utility>
 
 #include "characterize/parts.h"
 #include "ssd/model_group.h"
+#include "ssd/saguaro_sampling.h"
+#include "ssd/sampling.h"
 
 namespace ssd {
 namespace {
@@ -85,6 +89,41 @@ struct StopFollowers {
   ~StopFollowers() { group.stop(); }
 };
 
+// The host work the decoding loops do per logits row, beside the forward pass: greedy argmax,
+// temperature sampling (softmax + draw: the target's verification at T > 0, AR and the draft's
+// sampled tokens) and the draft's candidate list (its top 64, for every drafted and branch
+// token of SSD). Model "host", one row per call, on this rank's CPU whatever the backend.
+std::vector<ForwardResult> time_host_sampling(Backend& backend, int vocab, int rank,
+                                              double min_time) {
+  const std::vector<float> logits = random_floats(size_t(vocab), 17, 1);
+  std::vector<float> probs;
+  volatile int64_t sink = 0;  // keeps the calls from being optimised away
+  const std::pair<const char*, std::function<void()>> kinds[] = {
+      {"argmax", [&] { sink = sink + argmax(logits.data(), vocab); }},
+      {"sample",
+       [&] {
+         softmax(logits.data(), vocab, 1.0, probs);
+         sink = sink + sample_from(probs, 0.37);
+       }},
+      {"candidates", [&] { sink = sink + top_tokens(logits.data(), vocab, 64, -1).front(); }},
+  };
+  std::vector<ForwardResult> out;
+  for (const auto& [kind, call] : kinds) {
+    const Timing t = time_calls(backend, call, min_time);
+    ForwardResult r;
+    r.rank = rank;
+    r.model = "host";
+    r.kind = kind;
+    r.rows = 1;
+    r.sequences = 1;
+    r.calls = t.calls;
+    r.seconds = t.mean_s;
+    r.best_seconds = t.best_s;
+    out.push_back(r);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<ForwardResult> time_target_forwards(Model& model, MPI_Comm group, int rank,
@@ -102,6 +141,8 @@ std::vector<ForwardResult> time_target_forwards(Model& model, MPI_Comm group, in
                       rank, p.min_time));
   out.push_back(timed(g, causal_step(p.batch, p.context, K + 1, vocab, true), "target", "verify",
                       p.batch, rank, p.min_time));
+  for (const ForwardResult& r : time_host_sampling(*model.backend, vocab, rank, p.min_time))
+    out.push_back(r);
   return out;
 }
 

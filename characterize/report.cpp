@@ -136,7 +136,9 @@ int print_forward(std::ostream& os, const CharacterizeReport& r) {
   os << "#\n# forward passes with the models: " << c.batch_size << " sequence(s) of " << c.context
      << " committed tokens, K = " << c.lookahead
      << "; ar = 1 token per sequence, verify = K+1, draft = 1, glue = K+1, branch = SSD's "
-        "branch-masked step; best = fastest batch of calls; per verify = floor(verify / mean)\n";
+        "branch-masked step; host = the CPU work per logits row (argmax, sample = softmax + "
+        "draw, candidates = top 64); best = fastest batch of calls; per verify = floor(verify / "
+        "mean)\n";
   os << format("# %5s  %-6s %-7s %6s %5s %6s %10s %10s %11s\n", "rank", "model", "kind", "rows",
                "seqs", "calls", "ms mean", "ms best", "per verify");
   for (const RankResults& rank : r.ranks)

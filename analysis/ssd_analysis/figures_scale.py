@@ -58,7 +58,7 @@ def _curve(t_step, d_step, hw, vocab, run, Ds, alpha, r, alpha_b, r_b, K, max_bu
     out = []
     for D in Ds:
         lay = PC._layout(t_step, d_step, hw, vocab, D, collocated=False)
-        ar = P.predict_ar(lay, run.batch_size)
+        ar = P.predict_ar(lay, run.batch_size, run.temperature)
         ssd = P.predict_ssd(lay, run.batch_size, K, alpha, r, run.fallback,
                             temperature=run.temperature, alpha_b=alpha_b, r_b=r_b,
                             max_budget=max_budget)

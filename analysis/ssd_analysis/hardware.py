@@ -109,6 +109,12 @@ class Hardware:
     link_bw: float            # draft <-> target bandwidth, bytes/s
     weight_bytes: int = 2     # bf16
     source: str = ""
+    # Host work per logits row (characterize's /forward model "host"): greedy argmax, softmax +
+    # draw at T > 0, and SSD's top-64 candidate list. 0 for the GPU profiles, whose engines
+    # sample on the device inside the step.
+    argmax_s: float = 0.0
+    sample_s: float = 0.0
+    candidates_s: float = 0.0
 
 
 # Datasheet figures (NVIDIA H100 SXM5 80GB: 3.35 TB/s HBM3, 989 TFLOP/s dense BF16, NVLink 4
@@ -145,7 +151,25 @@ def cpu_profile(char):
                     float(a.get("p2p_latency_s", 0.0) or 0.0),
                     float(a.get("p2p_bandwidth_gbps", 0.0) or 0.0) * 1e9 or math.inf,
                     int(a.get("element_bytes", 4) if a.get("target_weight_dtype") != "BF16"
-                        else 2), source=f"characterize {char.name}")
+                        else 2), source=f"characterize {char.name}",
+                    **host_row_costs(char))
+
+
+def host_row_costs(char):
+    """{argmax_s, sample_s, candidates_s}: the per-row host work characterize timed (model
+    "host" in /forward; 0 for files from before it did)."""
+    f = char.tables.get("forward", {})
+    attrs = char.table_attrs.get("forward", {})
+    models = attrs.get("model_id", {}).get("names", "").split(",")
+    kinds = attrs.get("kind_id", {}).get("names", "").split(",")
+    out = {"argmax_s": 0.0, "sample_s": 0.0, "candidates_s": 0.0}
+    if not f or "host" not in models:
+        return out
+    host = models.index("host")
+    for i in range(len(f["seconds"])):
+        if int(f["model_id"][i]) == host and f"{kinds[int(f['kind_id'][i])]}_s" in out:
+            out[f"{kinds[int(f['kind_id'][i])]}_s"] = float(f["seconds"][i])
+    return out
 
 
 def profile(name, char=None):

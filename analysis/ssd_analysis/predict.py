@@ -90,6 +90,18 @@ class Layout:
     vocab: int
     draft_ranks: int = 1
     sd_collocated: bool = True
+    host: object = None   # Hardware with argmax_s / sample_s / candidates_s per logits row
+
+    def pick(self, temperature):
+        """Host time to turn one logits row into a token (or probabilities): argmax when
+        greedy, softmax + draw when sampling."""
+        if self.host is None:
+            return 0.0
+        return self.host.sample_s if temperature > 0 else self.host.argmax_s
+
+    def candidates(self):
+        """SSD's draft: the top-64 candidate list of every drafted and branch token."""
+        return 0.0 if self.host is None else self.host.candidates_s
 
     def messages(self, b, K, temperature):
         """Two messages a round: the outcome out (k, bonus per sequence), the speculation back
@@ -124,16 +136,21 @@ def round_latency(p, t_p, t_b, b):
     return M.corollary16_latency(p, t_p, t_b, b) + any_miss * max(t_p - 1.0, 0.0)
 
 
-def predict_ar(lay, b):
-    t = lay.target(b, b)
+def predict_ar(lay, b, temperature=0.0):
+    t = lay.target(b, b) + b * lay.pick(temperature)
     return Prediction("ar", b / t, round_s=t)
+
+
+def verify_time(lay, b, K, temperature):
+    """The target's forward over b(K+1) rows and the verification rule's work on each row."""
+    return lay.target(b * (K + 1), b) + b * (K + 1) * lay.pick(temperature)
 
 
 def predict_sd(lay, b, K, alpha, temperature=0.0):
     """Collocated SD draws K draft steps then verifies; a separate draft adds two messages."""
-    ar = lay.target(b, b)
-    verify = lay.target(b * (K + 1), b)
-    draft = K * lay.draft(b, b)
+    ar = predict_ar(lay, b, temperature).round_s
+    verify = verify_time(lay, b, K, temperature)
+    draft = K * (lay.draft(b, b) + b * lay.pick(temperature))
     if not lay.sd_collocated:
         draft += lay.messages(b, K, temperature)
     speedup = M.sd_speedup(tokens_per_round(alpha, K), draft / verify, verify=verify / ar)
@@ -145,10 +162,10 @@ def window_budget(lay, b, K, verify_s=None, cap=4096):
     rank's ceil(b/D) sequences) fits within 90% of the verification: the 'hidden' fan-out."""
     s = math.ceil(b / lay.draft_ranks)
     verify = lay.target(b * (K + 1), b) if verify_s is None else verify_s
-    glue = lay.draft(s * (K + 1), s)
+    glue = lay.draft(s * (K + 1), s) + s * (K + 1) * lay.candidates()
 
     def fits(B):
-        return glue + K * lay.draft(s * B, s) <= WINDOW_SLACK * verify
+        return glue + K * branch_step(lay, s, B, 0.0) <= WINDOW_SLACK * verify
     if not fits(1):
         return 0
     lo, hi = 1, 2
@@ -161,19 +178,25 @@ def window_budget(lay, b, K, verify_s=None, cap=4096):
     return lo
 
 
+def branch_step(lay, s, B, temperature):
+    """One of the cache build's K steps: the draft over s*B branch rows, and each row's
+    candidate list and token."""
+    return lay.draft(s * B, s) + s * B * (lay.candidates() + lay.pick(temperature))
+
+
 def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
                 temperature=0.0, alpha_b=0.0, r_b=None, backup_shape=None, max_budget=64):
     """SSD at lookahead K. `shape` fixes the cache; else `budget` fixes a geometric one; else
     the budget (0..max_budget) and fallback that maximise Corollary 16's rate are chosen, as
     --budget auto / --fallback auto would. fallback: primary, backup or auto (the better)."""
     s = math.ceil(b / lay.draft_ranks)
-    verify = lay.target(b * (K + 1), b)
-    glue = lay.draft(s * (K + 1), s)
+    verify = verify_time(lay, b, K, temperature)
+    glue = lay.draft(s * (K + 1), s) + s * (K + 1) * lay.candidates()
     comm = lay.messages(b, K, temperature)
     e_hit = tokens_per_round(alpha, K)
     e_miss_backup = tokens_per_round(alpha_b, K)
     r_b = math.log2(1.0 / max(1.0 - alpha, 1e-9)) if r_b is None else r_b
-    t_jit = K * lay.draft(s, s) / verify
+    t_jit = K * branch_step(lay, s, 1, temperature) / verify  # K just-in-time steps
     t_backup = 0.0
     if shape is not None:
         candidates = [(sum(shape), list(shape), hit_rate(shape, alpha, r))]
@@ -183,7 +206,7 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
                       else [(B, sh, p) for B, (sh, p) in enumerate(curve)])
     best = None
     for B, sh, p_p in candidates:
-        build = glue + (K * lay.draft(s * B, s) if B > 0 else 0.0)
+        build = glue + (K * branch_step(lay, s, B, temperature) if B > 0 else 0.0)
         t_p = build / verify
         opts = []
         if fallback in ("auto", "primary"):

@@ -124,7 +124,7 @@ def _emit(rows, columns, fmt, header, out=print, stream=None):
 # --- layouts ----------------------------------------------------------------------------------
 
 def _layout(t_step, d_step, hw, vocab, D, collocated=True):
-    return P.Layout(t_step, d_step, hw.link_latency_s, hw.link_bw, vocab, D, collocated)
+    return P.Layout(t_step, d_step, hw.link_latency_s, hw.link_bw, vocab, D, collocated, hw)
 
 
 def _steps_for(spec, char, hw, tp, context, where):
@@ -189,7 +189,7 @@ def predict_grid(args, out=print):
         for b in args.batch_size:
             for D in args.draft_ranks:
                 lay = _layout(t_step, d_step, hw, t_shape.vocab, D)
-                ar = P.predict_ar(lay, b)
+                ar = P.predict_ar(lay, b, args.temperature)
                 sd = P.best_over_k(lambda k: P.predict_sd(lay, b, k, args.alpha,
                                                           args.temperature), ks)
                 ssd = P.best_over_k(lambda k: P.predict_ssd(
@@ -258,7 +258,7 @@ def predict_run(run, char):
     t_step, shape = _steps_for(t_spec, char, hw, int(run.config.get("target_tp", 1)), ctx,
                                f"{run.name}: target")
     if run.mode == "ar":
-        return P.predict_ar(_layout(t_step, t_step, hw, shape.vocab, 1), b), {}
+        return P.predict_ar(_layout(t_step, t_step, hw, shape.vocab, 1), b, run.temperature), {}
     d_step, _ = _steps_for(d_spec, char, hw, 1, ctx, f"{run.name}: draft")
     D = max(int(run.config.get("draft_ranks", 1) or 0), 0)
     lay = _layout(t_step, d_step, hw, shape.vocab, max(D, 1), collocated=(D == 0))

@@ -57,6 +57,21 @@ class Roofline(unittest.TestCase):
         want = 1e12 / (H.shape_of("llama-3.1-70b").decode_params * 2)
         self.assertAlmostEqual(P.predict_ar(lay, 1).tok_s, want, delta=want * 1e-12)
 
+    def test_host_work_per_row(self):
+        # sampling at T > 0 costs sample_s per logits row: AR adds b of them per step, the
+        # verification b(K+1); greedy costs argmax_s instead
+        hw = replace(H.PROFILES["h100-sxm"], argmax_s=1e-5, sample_s=4e-4, candidates_s=2e-5)
+        lay = gpu_layout(hw=hw, context=0)
+        lay.host = hw
+        step = lay.target(4, 4)
+        self.assertAlmostEqual(P.predict_ar(lay, 4, 1.0).round_s, step + 4 * 4e-4, places=12)
+        self.assertAlmostEqual(P.predict_ar(lay, 4, 0.0).round_s, step + 4 * 1e-5, places=12)
+        self.assertAlmostEqual(P.verify_time(lay, 4, 3, 1.0),
+                               lay.target(16, 4) + 16 * 4e-4, places=12)
+        # the cache build pays candidates + a token per branch row: a costlier row hides fewer
+        self.assertLess(P.window_budget(lay, 16, 4), P.window_budget(
+            gpu_layout(hw=H.PROFILES["h100-sxm"], context=0), 16, 4))
+
     def test_compute_bound_at_many_rows(self):
         hw = H.PROFILES["h100-sxm"]
         d = H.RooflineStep(H.shape_of("llama-3.2-1b"), hw, 1, 0)

@@ -185,10 +185,14 @@ def branch_step(lay, s, B, temperature):
 
 
 def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
-                temperature=0.0, alpha_b=0.0, r_b=None, backup_shape=None, max_budget=64):
+                temperature=0.0, alpha_b=0.0, r_b=None, backup_shape=None, max_budget=64,
+                built=None):
     """SSD at lookahead K. `shape` fixes the cache; else `budget` fixes a geometric one; else
     the budget (0..max_budget) and fallback that maximise Corollary 16's rate are chosen, as
-    --budget auto / --fallback auto would. fallback: primary, backup or auto (the better)."""
+    --budget auto / --fallback auto would. fallback: primary, backup or auto (the better).
+    `built` (with `shape`): branches per sequence the cache build really drafts, when fewer
+    than the shape's (Definition 10: with Saguaro's C < 1 the draft's own s_{k+1} among the
+    down-weighted top F_k needs no branch)."""
     s = math.ceil(b / lay.draft_ranks)
     verify = verify_time(lay, b, K, temperature)
     glue = lay.draft(s * (K + 1), s) + s * (K + 1) * lay.candidates()
@@ -206,7 +210,8 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
                       else [(B, sh, p) for B, (sh, p) in enumerate(curve)])
     best = None
     for B, sh, p_p in candidates:
-        build = glue + (K * branch_step(lay, s, B, temperature) if B > 0 else 0.0)
+        rows = B if built is None else built
+        build = glue + (K * branch_step(lay, s, rows, temperature) if rows > 0 else 0.0)
         t_p = build / verify
         opts = []
         if fallback in ("auto", "primary"):

@@ -248,6 +248,17 @@ def run_inputs(run):
     return alpha, r, alpha_b, r_b
 
 
+def prepared_branches(run):
+    """Mean branches per sequence a run's caches really held (/rounds/fanout, Definition 10's
+    prepared fan-out, summed over k), or None. Below the configured shape when Saguaro's C < 1
+    spares the branch of the draft's own token (fig5: 5.5 of uniform:2's 8 at C = 0.75)."""
+    fanout = run.rounds.get("fanout")
+    if fanout is None or np.ndim(fanout) != 2:
+        return None
+    looked = np.asarray(fanout)[np.asarray(fanout)[:, 0] >= 0]
+    return float(looked.sum(axis=1).mean()) if len(looked) else None
+
+
 def predict_run(run, char):
     """Predicted decode tok/s of one run file from the characterize file's step costs."""
     hw = H.cpu_profile(char)
@@ -274,7 +285,8 @@ def predict_run(run, char):
                                r_b or 1.0, budget or 1)
         pred = P.predict_ssd(lay, b, K, alpha, r, run.fallback, shape=shape_,
                              temperature=run.temperature, alpha_b=alpha_b, r_b=r_b,
-                             backup_shape=bshape, max_budget=64)
+                             backup_shape=bshape, max_budget=64,
+                             built=prepared_branches(run) if shape_ else None)
     # the token limit cuts each sequence's last round short: half a round is lost on average
     if run.mode == "ar":
         return pred, info

@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mpi_run  # noqa: E402
+from processes import alive, world_ranks  # noqa: E402
 from stat_checks import first_difference, homogeneity_p_value, tokens_of  # noqa: E402
 
 ARGS = None
@@ -144,33 +145,6 @@ class SampledLossless(unittest.TestCase):
         self.assertLess(self.p_value("ar_t07", "ar_t1", [0, 1]), 1e-6)
 
 
-def children(pid):
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(c) for c in f.read().split()]
-    except OSError:
-        return []
-
-
-def world_rank(pid):
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            for item in f.read().split(b"\0"):
-                if item.startswith(b"OMPI_COMM_WORLD_RANK="):
-                    return int(item.split(b"=", 1)[1])
-    except OSError:
-        pass
-    return None
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1][0] != "Z"
-    except OSError:
-        return False
-
-
 class DraftRankDies(unittest.TestCase):
     def test_killing_any_draft_rank_ends_the_job(self):
         for victim in (1, 2, 3):  # TP 1: world ranks 1..3 are draft ranks 0..2
@@ -195,8 +169,7 @@ class DraftRankDies(unittest.TestCase):
                 ranks = {}
                 deadline = time.monotonic() + 30
                 while len(ranks) < 4 and time.monotonic() < deadline:
-                    ranks = {world_rank(p): p for p in children(proc.pid)}
-                    ranks.pop(None, None)
+                    ranks = world_ranks(proc.pid)
                     time.sleep(0.05)
                 self.assertEqual(len(ranks), 4, "the ranks did not start")
                 time.sleep(1.5)  # into the (effectively endless) decode loop

@@ -17,6 +17,9 @@ import unittest
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from processes import alive, world_ranks  # noqa: E402
+
 ARGS = None
 TINY = ["--target", "synthetic:tiny-llama", "--max-new-tokens", "4", "--reps", "1",
         "--warmup", "0", "--threads", "1"]
@@ -225,49 +228,11 @@ class Layout(unittest.TestCase):
         """{rank: pid} of the launcher's children, once all `count` have started."""
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            ranks = {}
-            for pid in children(launcher):
-                rank = environ_int(pid, "OMPI_COMM_WORLD_RANK")
-                if rank is not None:
-                    ranks[rank] = pid
+            ranks = world_ranks(launcher)
             if len(ranks) == count:
                 return ranks
             time.sleep(0.05)
         self.fail("the ranks did not start")
-
-
-def children(pid):
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                if int(fields[1]) == pid:
-                    out.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                pass
-    return out
-
-
-def environ_int(pid, name):
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            for item in f.read().split(b"\0"):
-                if item.startswith(name.encode() + b"="):
-                    return int(item.split(b"=", 1)[1])
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def alive(pid):
-    """True unless the process is gone or a zombie (dead, not yet reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 if __name__ == "__main__":

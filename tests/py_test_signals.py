@@ -12,37 +12,12 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mpi_run  # noqa: E402
+from processes import alive, descendants  # noqa: E402
 
 ARGS = None
 # Effectively endless: the signal always lands mid-run.
 ENDLESS = ["--target", "synthetic:tiny-llama", "--max-new-tokens", "32", "--ignore-eos",
            "--reps", "1000000", "--warmup", "0", "--threads", "1", "--progress", "0"]
-
-
-def descendants(pid):
-    """Pids of every process below `pid`."""
-    out, todo = [], [pid]
-    while todo:
-        parent = todo.pop()
-        for stat in glob.glob("/proc/[0-9]*/stat"):
-            try:
-                with open(stat) as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == parent:
-                child = int(stat.split("/")[2])
-                out.append(child)
-                todo.append(child)
-    return out
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class Signals(unittest.TestCase):

@@ -28,23 +28,14 @@ std::string joined(const std::vector<std::string>& names) {
 // One table from `rows`: column(name, getter) writes a column, ids(name, getter) an id column
 // with its names attribute.
 template <typename Row>
-struct Table {
-  ResultFile& f;
-  std::string group;
-  const std::vector<Row>& rows;
-  template <typename Get>
-  void column(const std::string& name, Get get) {
-    std::vector<decltype(get(rows.front()))> values;
-    for (const Row& r : rows) values.push_back(get(r));
-    f.write_column(group + "/" + name, values);
-  }
+struct Table : RecordColumns<Row> {
   template <typename Get>
   void ids(const std::string& name, Get get) {
     std::vector<std::string> names;
     std::vector<int32_t> values;
-    for (const Row& r : rows) values.push_back(id_of(names, get(r)));
-    f.write_column(group + "/" + name, values);
-    f.set_dataset_attr(group + "/" + name, "names", joined(names));
+    for (const Row& r : this->records) values.push_back(id_of(names, get(r)));
+    this->file.write_column(this->group + "/" + name, values);
+    this->file.set_dataset_attr(this->group + "/" + name, "names", joined(names));
   }
 };
 

@@ -114,6 +114,21 @@ class ResultFile {
   int64_t file_ = -1;  // hid_t of the open partial file; -1 once closed or moved from
 };
 
+// One table of records as columns of `group`: column(name, getter) writes getter(record) of
+// every record as /group/name, the column's type being the getter's.
+template <typename Record>
+struct RecordColumns {
+  ResultFile& file;
+  std::string group;
+  const std::vector<Record>& records;
+  template <typename Get>
+  void column(const std::string& name, Get get) {
+    std::vector<decltype(get(records.front()))> values;
+    for (const Record& r : records) values.push_back(get(r));
+    file.write_column(group + "/" + name, values);
+  }
+};
+
 // True iff `path` opens as HDF5 and its root attribute "complete", read as int64, equals 1.
 // Never throws: a missing, unreadable or non-HDF5 file is simply not complete.
 bool result_file_is_complete(const std::string& path);

@@ -29,12 +29,8 @@ void write_metadata(ResultFile& file, const std::vector<std::string>& argv, cons
 }
 
 void write_rounds(ResultFile& file, const std::vector<RoundRecord>& rounds) {
-  auto column = [&](const char* name, auto get) {
-    using T = decltype(get(rounds.front()));
-    std::vector<T> values;
-    for (const RoundRecord& r : rounds) values.push_back(get(r));
-    file.write_column(std::string("/rounds/") + name, values);
-  };
+  RecordColumns<RoundRecord> table{file, "/rounds", rounds};
+  const auto column = [&](const char* name, auto get) { table.column(name, get); };
   column("rep", [](const RoundRecord& r) { return int32_t(r.rep); });
   column("group", [](const RoundRecord& r) { return int32_t(r.group); });
   column("round", [](const RoundRecord& r) { return int32_t(r.round); });
@@ -68,12 +64,8 @@ void write_rounds(ResultFile& file, const std::vector<RoundRecord>& rounds) {
 
 // Separate drafts: one row per draft rank per round (several when --draft-ranks > 1).
 void write_draft_ranks(ResultFile& file, const std::vector<DraftRankRecord>& ranks) {
-  auto column = [&](const char* name, auto get) {
-    using T = decltype(get(ranks.front()));
-    std::vector<T> values;
-    for (const DraftRankRecord& r : ranks) values.push_back(get(r));
-    file.write_column(std::string("/draft_ranks/") + name, values);
-  };
+  RecordColumns<DraftRankRecord> table{file, "/draft_ranks", ranks};
+  const auto column = [&](const char* name, auto get) { table.column(name, get); };
   column("rep", [](const DraftRankRecord& r) { return int32_t(r.rep); });
   column("group", [](const DraftRankRecord& r) { return int32_t(r.group); });
   column("round", [](const DraftRankRecord& r) { return int32_t(r.round); });

@@ -69,7 +69,8 @@ def load(path):
 
 
 def ranks_for(flags):
-    """MPI ranks a run needs: the target's TP group, plus a draft rank when the draft is separate."""
+    """MPI ranks a run needs: the target's TP group, plus its draft ranks (default 1) when the
+    draft is separate."""
     tp = int(flags.get("target-tp", 1))
     mode = flags.get("mode", "ar")
     placement = flags.get("draft-placement", "auto")

@@ -57,7 +57,7 @@ def _curve(t_step, d_step, hw, vocab, run, Ds, alpha, r, alpha_b, r_b, K, max_bu
     """[(D, SSD/AR, hidden budget, p_hit, budget)] from ssd-analyze predict's model."""
     out = []
     for D in Ds:
-        lay = PC._layout(t_step, d_step, hw, vocab, D, collocated=False)
+        lay = PC.layout_for(t_step, d_step, hw, vocab, D, collocated=False)
         ar = P.predict_ar(lay, run.batch_size, run.temperature)
         ssd = P.predict_ssd(lay, run.batch_size, K, alpha, r, run.fallback,
                             temperature=run.temperature, alpha_b=alpha_b, r_b=r_b,
@@ -71,9 +71,9 @@ def _predictions(run, char, Ds):
     (the characterize file's step costs) and on the paper's layout (h100-sxm profile)."""
     hw = H.cpu_profile(char)
     ctx = int(float(run.config.get("prompt_len", 16) or 16)) + run.max_new_tokens // 2
-    t_step, shape = PC._steps_for(run.target, char, hw, int(run.config.get("target_tp", 1)),
+    t_step, shape = PC.steps_for(run.target, char, hw, int(run.config.get("target_tp", 1)),
                                   ctx, f"{run.name}: target")
-    d_step, _ = PC._steps_for(run.draft, char, hw, 1, ctx, f"{run.name}: draft")
+    d_step, _ = PC.steps_for(run.draft, char, hw, 1, ctx, f"{run.name}: draft")
     alpha, r, alpha_b, r_b = PC.run_inputs(run)
     here = _curve(t_step, d_step, hw, shape.vocab, run, Ds, alpha, r, alpha_b, r_b,
                   run.lookahead)

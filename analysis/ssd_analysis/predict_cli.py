@@ -123,11 +123,11 @@ def _emit(rows, columns, fmt, header, out=print, stream=None):
 
 # --- layouts ----------------------------------------------------------------------------------
 
-def _layout(t_step, d_step, hw, vocab, D, collocated=True):
+def layout_for(t_step, d_step, hw, vocab, D, collocated=True):
     return P.Layout(t_step, d_step, hw.link_latency_s, hw.link_bw, vocab, D, collocated, hw)
 
 
-def _steps_for(spec, char, hw, tp, context, where):
+def steps_for(spec, char, hw, tp, context, where):
     """A model's step cost: the characterize file's measurement when it measured that model
     (on one rank), else the roofline on `hw`."""
     if char is not None and tp == 1:
@@ -184,11 +184,11 @@ def predict_grid(args, out=print):
                          "b* = Theorem 17; paper_* = Appendix B.3 (comparison only)"}
     rows = []
     for tp in tps:
-        t_step, t_shape = _steps_for(target, char, hw, tp, ctx, "--target")
-        d_step, _ = _steps_for(draft, char, hw, 1, ctx, "--draft")
+        t_step, t_shape = steps_for(target, char, hw, tp, ctx, "--target")
+        d_step, _ = steps_for(draft, char, hw, 1, ctx, "--draft")
         for b in args.batch_size:
             for D in args.draft_ranks:
-                lay = _layout(t_step, d_step, hw, t_shape.vocab, D)
+                lay = layout_for(t_step, d_step, hw, t_shape.vocab, D)
                 ar = P.predict_ar(lay, b, args.temperature)
                 sd = P.best_over_k(lambda k: P.predict_sd(lay, b, k, args.alpha,
                                                           args.temperature), ks)
@@ -266,13 +266,13 @@ def predict_run(run, char):
     ctx = int(float(run.config.get("prompt_len", 16) or 16)) + mnt // 2
     t_spec = run.target
     d_spec = t_spec if run.draft.startswith("perturb:") else run.draft
-    t_step, shape = _steps_for(t_spec, char, hw, int(run.config.get("target_tp", 1)), ctx,
+    t_step, shape = steps_for(t_spec, char, hw, int(run.config.get("target_tp", 1)), ctx,
                                f"{run.name}: target")
     if run.mode == "ar":
-        return P.predict_ar(_layout(t_step, t_step, hw, shape.vocab, 1), b, run.temperature), {}
-    d_step, _ = _steps_for(d_spec, char, hw, 1, ctx, f"{run.name}: draft")
+        return P.predict_ar(layout_for(t_step, t_step, hw, shape.vocab, 1), b, run.temperature), {}
+    d_step, _ = steps_for(d_spec, char, hw, 1, ctx, f"{run.name}: draft")
     D = max(int(run.config.get("draft_ranks", 1) or 0), 0)
-    lay = _layout(t_step, d_step, hw, shape.vocab, max(D, 1), collocated=(D == 0))
+    lay = layout_for(t_step, d_step, hw, shape.vocab, max(D, 1), collocated=(D == 0))
     alpha, r, alpha_b, r_b = run_inputs(run)
     info = {"alpha": alpha, "r": r}
     if run.mode == "sd":

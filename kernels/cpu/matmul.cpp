@@ -122,6 +122,11 @@ inline float widen(uint16_t w) {
   return bf16_to_float(w);
 }
 
+// How far beyond the next column block a multi-row tile prefetches the weight stream: 16-64
+// KiB measured alike on this project's AVX-512 host (8 KiB and less, or into L1, did not hide
+// the memory latency behind the tile's FMAs); 32 KiB stays well inside a 1 MiB L2.
+constexpr size_t kPrefetchAhead = 32 * 1024;
+
 // R rows of x against J rows of w, columns [j0, j0 + J). Each weight row is read once for all
 // R rows; R * J accumulators are independent FMA chains.
 template <int R, int J, typename W>
@@ -142,15 +147,26 @@ inline void tile(float* out, const float* x, const W* w, int in, int out_dim, in
     vec wv[J];
 #pragma GCC unroll 16
     for (int j = 0; j < J; ++j) {
-      // The next column block follows this one in memory: ask for its lines in step with this
-      // block's loads, so a whole block's bytes are in flight ahead of use. The hardware
-      // prefetcher alone, tracking J short rows of 1-6 KiB, left bf16 rows at 22-26 GB/s where
-      // fp32 reached 35 (bench_gemm, 768 x 2048 and 768 x 32000, one row): with this, 36-37.
-      // A prefetch past the matrix's end is harmless: prefetches never fault.
+      // Column blocks follow each other in memory, so the weights are one stream: ask for the
+      // next block's lines in step with this block's loads. A prefetch past the matrix's end is
+      // harmless: prefetches never fault.
+      // - One row: the next block into L1 (prefetcht0). The hardware prefetcher alone, tracking
+      //   J short rows, left bf16 rows at 22-26 GB/s where fp32 reached 35.
+      // - Several rows: kPrefetchAhead bytes further, into L2 (prefetcht2). The one-row rule
+      //   left the memory stream waiting on the FMAs: 5-row fp32 GEMMs streamed 11-12 GB/s
+      //   from memory where the same tile runs at 31 from L3 (bench_gemm, 768 x 2048); with
+      //   this, 18-21. For one row the far prefetch measured level in bench_gemm but 5-15%
+      //   slower in whole bf16 decode steps, so one row keeps the near one.
       const size_t ahead = (size_t(k) * J + size_t(j) * kLanes) * sizeof(W);
-      if (ahead % 64 == 0)
-        __builtin_prefetch(reinterpret_cast<const void*>(
-            reinterpret_cast<uintptr_t>(w + size_t(j0) * in) + J * in * sizeof(W) + ahead));
+      const uintptr_t next_block =
+          reinterpret_cast<uintptr_t>(w + size_t(j0) * in) + size_t(J) * in * sizeof(W);
+      if (ahead % 64 == 0) {
+        if constexpr (R == 1)
+          __builtin_prefetch(reinterpret_cast<const void*>(next_block + ahead), 0, 3);
+        else
+          __builtin_prefetch(reinterpret_cast<const void*>(next_block + kPrefetchAhead + ahead), 0,
+                             1);
+      }
       wv[j] = load_vec(wrow[j] + k);
       // With several rows, keep an fp32 weight vector in a register: GCC otherwise folds its
       // load into each row's FMA, loading it R times, and the load ports (one 512-bit load a

@@ -1,7 +1,7 @@
-// GEMM microbenchmarks: the batch-invariant kernel (what the forward pass uses) with fp32 and
-// bf16 weights, and OpenBLAS sgemm (fp32), at llama-124m's and Llama-3.2-1B's linear shapes,
-// for the row counts decoding uses: 1 (AR), 2, 4, 5 (K+1 = 5 verification), 8, 16 (batch x
-// (K+1), SSD branches), and 128 (prefill).
+// GEMM microbenchmarks: the batch-invariant kernel with fp32 and bf16 weights, packed (what the
+// forward pass uses) and row-major, and OpenBLAS sgemm (fp32), at llama-124m's and Llama-3.2-1B's
+// linear shapes, for the row counts decoding uses: 1 (AR), 2, 4, 5 (K+1 = 5 verification), 8, 16
+// (batch x (K+1), SSD branches), and 128 (prefill).
 //
 // Counters: FLOPS (2*M*in*out per call) and weight_BW (in*out*element bytes per call), both
 // rates. Weights cycle through copies totalling >= 128 MiB (at most 64 copies) so that, as in
@@ -40,6 +40,12 @@ void invariant_f32(float* y, const float* x, const void* w, int rows, int in, in
 void invariant_bf16(float* y, const float* x, const void* w, int rows, int in, int out, int t) {
   ssd::matmul_invariant_bf16(y, x, static_cast<const uint16_t*>(w), rows, in, out, t);
 }
+void packed_f32(float* y, const float* x, const void* w, int rows, int in, int out, int t) {
+  ssd::matmul_packed(y, x, static_cast<const float*>(w), rows, in, out, t);
+}
+void packed_bf16(float* y, const float* x, const void* w, int rows, int in, int out, int t) {
+  ssd::matmul_packed_bf16(y, x, static_cast<const uint16_t*>(w), rows, in, out, t);
+}
 void openblas_f32(float* y, const float* x, const void* w, int rows, int in, int out, int t) {
   ssd::matmul_openblas(y, x, static_cast<const float*>(w), rows, in, out, t);
 }
@@ -58,41 +64,45 @@ void fill(std::vector<float>& v, uint64_t seed) {
   }
 }
 
-// Weight copies for one [out, in] shape and element size, made once and shared by every
-// benchmark of the shape. bf16 copies hold the top halves of the fp32 values.
+// Weight copies for one [out, in] shape, element size and layout (row-major, or packed as
+// CpuBackend::upload_matrix packs them), made once and shared by every benchmark of the shape.
+// bf16 copies hold the top halves of the fp32 values.
 struct WeightSet {
   size_t stride = 0;  // bytes
   int copies = 1;
   std::vector<uint8_t> data;
 };
 
-const WeightSet& weights_for(int in, int out, int element) {
-  static std::map<std::tuple<int, int, int>, WeightSet> cache;
-  WeightSet& set = cache[{in, out, element}];
+const WeightSet& weights_for(int in, int out, int element, bool packed) {
+  static std::map<std::tuple<int, int, int, bool>, WeightSet> cache;
+  WeightSet& set = cache[{in, out, element, packed}];
   if (set.data.empty()) {
-    set.stride = (size_t(in) * out * element + 63) / 64 * 64;
+    const size_t count = packed ? ssd::packed_matrix_count(out, in) : size_t(in) * out;
+    set.stride = (count * element + 63) / 64 * 64;
     set.copies = int(std::min<size_t>(64, ((size_t(128) << 20) + set.stride - 1) / set.stride));
     std::vector<float> values(size_t(in) * out);
     fill(values, uint64_t(in) * 131 + out);
+    std::vector<uint16_t> halves(values.size());
+    for (size_t i = 0; i < values.size(); ++i) halves[i] = ssd::float_to_bf16(values[i]);
+    std::vector<uint8_t> one(count * element);
+    if (element == 4 && packed)
+      ssd::pack_matrix(reinterpret_cast<float*>(one.data()), values.data(), out, in);
+    else if (element == 4)
+      std::memcpy(one.data(), values.data(), one.size());
+    else if (packed)
+      ssd::pack_matrix_bf16(reinterpret_cast<uint16_t*>(one.data()), halves.data(), out, in);
+    else
+      std::memcpy(one.data(), halves.data(), one.size());
     set.data.resize(set.stride * set.copies);
-    for (int c = 0; c < set.copies; ++c) {
-      uint8_t* dst = set.data.data() + set.stride * c;
-      if (element == 4) {
-        std::memcpy(dst, values.data(), values.size() * 4);
-      } else {
-        for (size_t i = 0; i < values.size(); ++i) {
-          const uint16_t h = ssd::float_to_bf16(values[i]);
-          std::memcpy(dst + 2 * i, &h, 2);
-        }
-      }
-    }
+    for (int c = 0; c < set.copies; ++c)
+      std::memcpy(set.data.data() + set.stride * c, one.data(), one.size());
   }
   return set;
 }
 
-void bm_gemm(benchmark::State& state, GemmFn fn, int element, int rows, int in, int out,
-             int threads) {
-  const WeightSet& w = weights_for(in, out, element);
+void bm_gemm(benchmark::State& state, GemmFn fn, int element, bool packed, int rows, int in,
+             int out, int threads) {
+  const WeightSet& w = weights_for(in, out, element, packed);
   std::vector<float> x(size_t(rows) * in), y(size_t(rows) * out);
   fill(x, 7);
   fn(y.data(), x.data(), w.data.data(), rows, in, out, threads);  // warm-up (thread pools)
@@ -157,10 +167,15 @@ int main(int argc, char** argv) {
     const char* name;
     GemmFn fn;
     int element;
+    bool packed;
   };
-  const Kernel kernels[] = {{"invariant_f32", invariant_f32, 4},
-                            {"invariant_bf16", invariant_bf16, 2},
-                            {"openblas_f32", openblas_f32, 4}};
+  // packed_*: what the forward pass runs (CpuBackend packs every projection and untied head);
+  // invariant_*: the same sums on row-major weights (a tied head, tests, the GPU's reference).
+  const Kernel kernels[] = {{"packed_f32", packed_f32, 4, true},
+                            {"packed_bf16", packed_bf16, 2, true},
+                            {"invariant_f32", invariant_f32, 4, false},
+                            {"invariant_bf16", invariant_bf16, 2, false},
+                            {"openblas_f32", openblas_f32, 4, false}};
   // Kernel-major order: after an OpenBLAS call its pthreads busy-wait for ~0.1 s, which would
   // slow an OpenMP kernel measured right after it when threads > 1.
   for (const Kernel& k : kernels) {
@@ -169,8 +184,8 @@ int main(int argc, char** argv) {
         const std::string name = std::string(k.name) + "/" + s.name + "/" + std::to_string(s.in) +
                                  "x" + std::to_string(s.out) + "/M:" + std::to_string(rows) +
                                  "/threads:" + std::to_string(threads);
-        benchmark::RegisterBenchmark(name.c_str(), bm_gemm, k.fn, k.element, rows, s.in, s.out,
-                                     threads)
+        benchmark::RegisterBenchmark(name.c_str(), bm_gemm, k.fn, k.element, k.packed, rows, s.in,
+                                     s.out, threads)
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
       }

@@ -1,5 +1,6 @@
 // GEMM throughput at a model's linear shapes through Backend::matmul, the call the forward pass
-// makes: weights uploaded with upload_weight_as (in the model's weight format), and
+// makes: weights uploaded with upload_matrix (in the model's weight format and the backend's
+// GEMM layout, as the model loads them), and
 // several copies cycled through so each call streams its weights from memory, as in a decode
 // step, instead of finding them in cache.
 #include <algorithm>
@@ -17,10 +18,11 @@ constexpr int kMaxCopies = 256;                       // bounds set-up for tiny 
 // The weight copies of one shape, released on every path out.
 class WeightCopies {
  public:
-  WeightCopies(Backend& backend, const std::vector<float>& host, int copies, DType storage)
+  WeightCopies(Backend& backend, const std::vector<float>& host, int out_dim, int in, int copies,
+               DType storage)
       : backend_(backend) {
     for (int i = 0; i < copies; ++i)
-      buffers_.push_back(backend.upload_weight_as(host.data(), host.size(), storage));
+      buffers_.push_back(backend.upload_matrix(host.data(), out_dim, in, storage));
   }
   ~WeightCopies() {
     for (Buffer& b : buffers_) backend_.release(b);
@@ -77,7 +79,8 @@ std::vector<GemmResult> measure_gemms(Backend& backend, const std::string& model
     const size_t elements = size_t(s.in) * size_t(out_dim);
     const int copies = int(std::clamp<size_t>(
         (kRotationBytes + elements * elem - 1) / (elements * elem), 1, kMaxCopies));
-    WeightCopies weights(backend, random_floats(elements, 100 + si, threads), copies, storage);
+    WeightCopies weights(backend, random_floats(elements, 100 + si, threads), out_dim, s.in, copies,
+                         storage);
     const std::vector<float> x_host = random_floats(size_t(max_rows) * s.in, 200 + si, threads);
     Buffer x = backend.alloc(x_host.size()), out = backend.alloc(size_t(max_rows) * out_dim);
     backend.from_host(x, 0, x_host.data(), x_host.size());

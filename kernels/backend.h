@@ -22,6 +22,8 @@ struct Buffer {
   // The stored element type, where the backend keeps weights in more than one (the CPU keeps
   // each weight in the checkpoint's type); fp32 for everything else.
   DType dtype = DType::F32;
+  // A matrix the backend laid out for its own GEMM (upload_matrix): only matmul reads it.
+  bool packed = false;
 };
 
 // Which KV-cache slots each query row of an attention call may see. Row r belongs to cache
@@ -78,6 +80,12 @@ class Backend {
   // keeps one weight format for everything ignores the request (see weight_storage).
   virtual Buffer upload_weight_as(const float* host, size_t count, DType /*storage*/) {
     return upload_weight(host, count);
+  }
+  // A weight matrix, HF [out_dim, in], that only ever enters matmul as `w` (never embed,
+  // to_host or copy): the backend may lay it out for its GEMM. By default it is stored as
+  // upload_weight_as stores it.
+  virtual Buffer upload_matrix(const float* host, int out_dim, int in, DType storage) {
+    return upload_weight_as(host, size_t(out_dim) * size_t(in), storage);
   }
   // The type a weight requested as `storage` is actually kept in.
   virtual DType weight_storage(DType storage) const { return storage; }

@@ -21,12 +21,17 @@ class Loader {
   Loader(WeightSource& source, Backend& backend, const Shard& shard, Weights& weights)
       : source_(source), backend_(backend), shard_(shard), weights_(weights) {}
 
+  // The embedding table: rows gathered by embed, so row-major (and the tied head's memory).
+  Buffer table(const std::string& name, int64_t rows, int64_t cols) {
+    return upload(name, {0, rows, 0, cols}, weights_.dtype, false);
+  }
+  // A whole [out, in] matrix (an untied lm_head).
   Buffer whole(const std::string& name, int64_t rows, int64_t cols) {
     return upload(name, {0, rows, 0, cols});
   }
   // Norm weights: tiny, read once per row, kept in fp32.
   Buffer vector(const std::string& name, int64_t length) {
-    return upload(name, {0, 1, 0, length}, DType::F32);
+    return upload(name, {0, 1, 0, length}, DType::F32, false);
   }
   // This rank's block of rows (heads or intermediate channels of an [out, in] weight).
   Buffer rows(const std::string& name, int64_t rows, int64_t cols) {
@@ -40,12 +45,15 @@ class Loader {
   }
 
  private:
+  // Matrices only ever enter matmul, so the backend may lay them out for its GEMM.
   Buffer upload(const std::string& name, const Slice& slice) {
-    return upload(name, slice, weights_.dtype);
+    return upload(name, slice, weights_.dtype, true);
   }
-  Buffer upload(const std::string& name, const Slice& slice, DType storage) {
+  Buffer upload(const std::string& name, const Slice& slice, DType storage, bool matrix) {
     const std::vector<float> values = source_.read(name, slice);
-    Buffer buffer = backend_.upload_weight_as(values.data(), values.size(), storage);
+    Buffer buffer = matrix ? backend_.upload_matrix(values.data(), int(slice.row_count),
+                                                    int(slice.col_count), storage)
+                           : backend_.upload_weight_as(values.data(), values.size(), storage);
     weights_.bytes += values.size() * dtype_size(backend_.weight_storage(storage));
     return buffer;
   }
@@ -71,7 +79,7 @@ Weights load_weights(WeightSource& source, Backend& backend, const Shard& shard,
   try {
     Loader load(source, backend, shard, w);
     const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
-    w.embed = load.whole("model.embed_tokens.weight", c.vocab_size, hidden);
+    w.embed = load.table("model.embed_tokens.weight", c.vocab_size, hidden);
     for (int i = 0; i < c.num_hidden_layers; ++i) {
       const std::string p = "model.layers." + std::to_string(i) + ".";
       LayerWeights& layer = w.layers.emplace_back();

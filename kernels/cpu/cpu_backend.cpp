@@ -83,7 +83,24 @@ Buffer CpuBackend::upload_weight_as(const float* host, size_t count, DType stora
   return b;
 }
 
+Buffer CpuBackend::upload_matrix(const float* host, int out_dim, int in, DType storage) {
+  Buffer rows = upload_weight_as(host, size_t(out_dim) * size_t(in), storage);
+  if (gemm_ != GemmKind::Invariant) return rows;
+  const size_t count = packed_matrix_count(out_dim, in);
+  Buffer b{nullptr, count, rows.dtype, true};
+  if (rows.dtype == DType::BF16) {
+    b.data = aligned_zeroed(count * sizeof(uint16_t));
+    pack_matrix_bf16(static_cast<uint16_t*>(b.data), bf16(rows), out_dim, in);
+  } else {
+    b.data = aligned_zeroed(count * sizeof(float));
+    pack_matrix(f(b), f(rows), out_dim, in);
+  }
+  release(rows);
+  return b;
+}
+
 void CpuBackend::to_host(float* dst, const Buffer& src, size_t offset, size_t count) {
+  if (src.packed) throw std::logic_error("CpuBackend::to_host: a packed matrix is matmul's only");
   if (src.dtype == DType::BF16) {
     for (size_t i = 0; i < count; ++i) dst[i] = bf16_to_float(bf16(src)[offset + i]);
     return;
@@ -132,6 +149,10 @@ void CpuBackend::matmul(Buffer& out, const Buffer& x, const Buffer& w, int rows,
     } else {
       matmul_openblas(f(out), f(x), f(w), rows, in, out_dim, threads_);
     }
+  } else if (w.packed && w.dtype == DType::BF16) {
+    matmul_packed_bf16(f(out), f(x), bf16(w), rows, in, out_dim, threads_);
+  } else if (w.packed) {
+    matmul_packed(f(out), f(x), f(w), rows, in, out_dim, threads_);
   } else if (w.dtype == DType::BF16) {
     matmul_invariant_bf16(f(out), f(x), bf16(w), rows, in, out_dim, threads_);
   } else {

@@ -29,6 +29,9 @@ class CpuBackend final : public Backend {
   // F32 or BF16 (values rounded to nearest even; exact for bf16-valued input). F16 weights
   // are kept as fp32 (exact too): this backend has no f16 GEMM.
   Buffer upload_weight_as(const float* host, size_t count, DType storage) override;
+  // With the invariant GEMM, packed for matmul_packed (kernels/cpu/matmul_packed.cpp); OpenBLAS
+  // takes row-major weights, so with it the matrix stays row-major.
+  Buffer upload_matrix(const float* host, int out_dim, int in, DType storage) override;
   DType weight_storage(DType storage) const override {
     return storage == DType::BF16 ? DType::BF16 : DType::F32;
   }
@@ -67,6 +70,16 @@ void matmul_invariant(float* out, const float* x, const float* w, int rows, int 
 // matmul_invariant on the widened fp32 weights.
 void matmul_invariant_bf16(float* out, const float* x, const uint16_t* w, int rows, int in,
                            int out_dim, int threads);
+// The same GEMM on a matrix in the packed layout (matmul_packed.cpp), which one core streams
+// faster: bit for bit matmul_invariant's (and matmul_invariant_bf16's) result. pack_matrix* write
+// packed_matrix_count(out_dim, in) elements (out_dim rounded up to whole panels).
+size_t packed_matrix_count(int out_dim, int in);
+void pack_matrix(float* dst, const float* w, int out_dim, int in);
+void pack_matrix_bf16(uint16_t* dst, const uint16_t* w, int out_dim, int in);
+void matmul_packed(float* out, const float* x, const float* w, int rows, int in, int out_dim,
+                   int threads);
+void matmul_packed_bf16(float* out, const float* x, const uint16_t* w, int rows, int in,
+                        int out_dim, int threads);
 void matmul_openblas(float* out, const float* x, const float* w, int rows, int in, int out_dim,
                      int threads);
 // The CPU's model name from /proc/cpuinfo ("unknown" if not found).

@@ -1,0 +1,119 @@
+// The CPU GEMMs' vector type, shared by the row-major kernel (matmul.cpp) and the packed one
+// (matmul_packed.cpp): both must sum every dot product in exactly the same order, so both take
+// their lane count, loads and reduction tree from here. Internal to kernels/cpu.
+#pragma once
+
+#if defined(__AVX2__) && defined(__FMA__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/dtype.h"
+
+namespace ssd {
+namespace simd {
+
+// One vector of kLanes fp32 lanes: 16 with AVX-512 (32 registers), else 8 (AVX2 or GCC's
+// portable vectors, 16 registers). The lane count fixes every dot product's summation order, so
+// it is a property of the build, never of a call.
+#if defined(__AVX512F__)
+constexpr int kLanes = 16;
+constexpr int kRegisters = 32;
+typedef __m512 vec;
+inline vec load_vec(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+// The all-lanes masked forms: GCC 12 reports the unmasked ones' _mm512_undefined_* source as
+// uninitialized (its bug 105593); the instructions are the same.
+constexpr __mmask16 kAll16 = 0xFFFF;
+inline vec load_vec(const uint16_t* p) {  // 16 bf16 -> 16 fp32: zero-extend, shift to the top
+  const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  const __m512i wide = _mm512_maskz_cvtepu16_epi32(kAll16, half);
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll16, wide, 16));
+}
+inline vec zero_vec() {
+  return _mm512_setzero_ps();
+}
+inline vec fma_vec(vec a, vec b, vec acc) {
+  return _mm512_fmadd_ps(a, b, acc);
+}
+// Fixed tree: the 256-bit halves add lane-wise (l_i + l_{i+8}), then as the 8-lane tree below.
+inline float reduce_vec(vec a) {
+  const __m256d lower = _mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(a), 0);
+  const __m256d upper = _mm512_maskz_extractf64x4_pd(0xFF, _mm512_castps_pd(a), 1);
+  const __m256 half = _mm256_add_ps(_mm256_castpd_ps(lower), _mm256_castpd_ps(upper));
+  const __m128 quad = _mm_add_ps(_mm256_castps256_ps128(half), _mm256_extractf128_ps(half, 1));
+  const __m128 pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
+  return _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)));
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+constexpr int kLanes = 8;
+constexpr int kRegisters = 16;
+typedef __m256 vec;
+inline vec load_vec(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline vec load_vec(const uint16_t* p) {  // 8 bf16 -> 8 fp32: zero-extend, shift to the top
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+inline vec zero_vec() {
+  return _mm256_setzero_ps();
+}
+inline vec fma_vec(vec a, vec b, vec acc) {
+  return _mm256_fmadd_ps(a, b, acc);
+}
+// The lanes' fixed tree ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)), in vector registers: the
+// halves add lane-wise (l_i + l_{i+4}), then the upper pair onto the lower, then the two left.
+inline float reduce_vec(vec a) {
+  const __m128 quad = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  const __m128 pair = _mm_add_ps(quad, _mm_movehl_ps(quad, quad));
+  return _mm_cvtss_f32(_mm_add_ss(pair, _mm_shuffle_ps(pair, pair, 1)));
+}
+#else
+// Portable fallback: the AVX2 path's 8-lane order with GCC vector extensions. These helpers
+// are internal and inlined, so GCC's note that 32-byte vectors pass differently without AVX
+// (-Wpsabi) concerns no ABI anyone links against.
+#pragma GCC diagnostic ignored "-Wpsabi"
+constexpr int kLanes = 8;
+constexpr int kRegisters = 16;
+typedef float vec __attribute__((vector_size(32)));
+inline vec load_vec(const float* p) {
+  vec v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+inline vec load_vec(const uint16_t* p) {
+  vec v;
+  for (int i = 0; i < 8; ++i) v[i] = bf16_to_float(p[i]);
+  return v;
+}
+inline vec zero_vec() {
+  return vec{};
+}
+inline vec fma_vec(vec a, vec b, vec acc) {
+  return acc + a * b;
+}
+inline float reduce_vec(vec a) {
+  const float l0 = a[0] + a[4], l1 = a[1] + a[5], l2 = a[2] + a[6], l3 = a[3] + a[7];
+  return (l0 + l2) + (l1 + l3);
+}
+#endif
+
+inline float widen(float w) {
+  return w;
+}
+inline float widen(uint16_t w) {
+  return bf16_to_float(w);
+}
+
+// How far beyond the next weights a multi-row tile prefetches the weight stream: 16-64 KiB
+// measured alike on this project's AVX-512 host (8 KiB and less, or into L1, did not hide the
+// memory latency behind the tile's FMAs); 32 KiB stays well inside a 1 MiB L2.
+constexpr size_t kPrefetchAhead = 32 * 1024;
+
+}  // namespace simd
+}  // namespace ssd

@@ -1,0 +1,122 @@
+// The packed GEMM (kernels/cpu/matmul_packed.cpp): on a packed matrix it must give
+// matmul_invariant's bits on the row-major one, for fp32 and bf16 weights, every row count the
+// tiling treats differently, tails of k and a last panel with fewer than four rows; and the
+// CPU backend must pack exactly the matrices the model uploads as matrices.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+
+namespace ssd {
+namespace {
+
+std::vector<float> random_values(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(count);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+std::vector<float> nan_filled(size_t count) {
+  return std::vector<float>(count, std::numeric_limits<float>::quiet_NaN());
+}
+
+struct Shape {
+  int in, out;
+};
+// k tails (203, 19, 37), one panel short of rows (37, 5, 3, 1), whole panels (8, 40, 768 x 64).
+const Shape kShapes[] = {{203, 37}, {19, 8}, {259, 5}, {768, 64}, {37, 3}, {16, 1}, {64, 40}};
+constexpr int kMaxRows = 17;
+
+TEST(MatmulPacked, Fp32EqualsRowMajorBitExact) {
+  for (const Shape s : kShapes) {
+    const std::vector<float> x = random_values(size_t(kMaxRows) * s.in, 7 + s.in);
+    const std::vector<float> w = random_values(size_t(s.out) * s.in, 9 + s.out);
+    std::vector<float> packed(packed_matrix_count(s.out, s.in));
+    pack_matrix(packed.data(), w.data(), s.out, s.in);
+    for (int threads : {1, 2})
+      for (int rows = 1; rows <= kMaxRows; ++rows) {
+        std::vector<float> want = nan_filled(size_t(rows) * s.out), got = want;
+        matmul_invariant(want.data(), x.data(), w.data(), rows, s.in, s.out, threads);
+        matmul_packed(got.data(), x.data(), packed.data(), rows, s.in, s.out, threads);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * got.size()))
+            << "rows=" << rows << " in=" << s.in << " out=" << s.out << " threads=" << threads;
+      }
+  }
+}
+
+TEST(MatmulPacked, Bf16EqualsRowMajorBitExact) {
+  for (const Shape s : kShapes) {
+    const std::vector<float> x = random_values(size_t(kMaxRows) * s.in, 17 + s.in);
+    const std::vector<float> w = random_values(size_t(s.out) * s.in, 19 + s.out);
+    std::vector<uint16_t> w16(w.size());
+    for (size_t i = 0; i < w.size(); ++i) w16[i] = float_to_bf16(w[i]);
+    std::vector<uint16_t> packed(packed_matrix_count(s.out, s.in));
+    pack_matrix_bf16(packed.data(), w16.data(), s.out, s.in);
+    for (int threads : {1, 2})
+      for (int rows = 1; rows <= kMaxRows; ++rows) {
+        std::vector<float> want = nan_filled(size_t(rows) * s.out), got = want;
+        matmul_invariant_bf16(want.data(), x.data(), w16.data(), rows, s.in, s.out, threads);
+        matmul_packed_bf16(got.data(), x.data(), packed.data(), rows, s.in, s.out, threads);
+        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * got.size()))
+            << "rows=" << rows << " in=" << s.in << " out=" << s.out << " threads=" << threads;
+      }
+  }
+}
+
+// The last panel is padded with zero rows, which are never written out: an output buffer of
+// exactly rows x out_dim is enough (ASan would catch a write past it).
+TEST(MatmulPacked, PadsTheLastPanelWithZeros) {
+  const int in = 20, out = 7;
+  const std::vector<float> w = random_values(size_t(out) * in, 3);  // no exact zeros
+  const size_t count = packed_matrix_count(out, in);
+  ASSERT_EQ(count % in, 0u);
+  const size_t padded_rows = count / in;
+  ASSERT_GE(padded_rows, size_t(out));
+  ASSERT_LT(padded_rows, size_t(2 * out));
+  std::vector<float> packed(count, 1.0f);
+  pack_matrix(packed.data(), w.data(), out, in);
+  size_t zeros = 0;
+  for (const float v : packed) zeros += v == 0.0f;
+  EXPECT_EQ(zeros, (padded_rows - out) * in);
+}
+
+TEST(MatmulPacked, CpuBackendPacksMatricesOnlyForTheInvariantGemm) {
+  const int rows = 5, in = 45, out = 29;
+  const std::vector<float> x = random_values(size_t(rows) * in, 1);
+  std::vector<float> w = random_values(size_t(out) * in, 2);
+  for (float& v : w) v = round_to_bf16(v);
+  for (const DType storage : {DType::F32, DType::BF16}) {
+    CpuBackend invariant(1, GemmKind::Invariant), blas(1, GemmKind::OpenBLAS);
+    Buffer row_major = invariant.upload_weight_as(w.data(), w.size(), storage);
+    Buffer packed = invariant.upload_matrix(w.data(), out, in, storage);
+    Buffer for_blas = blas.upload_matrix(w.data(), out, in, storage);
+    EXPECT_FALSE(row_major.packed);
+    EXPECT_TRUE(packed.packed);
+    EXPECT_FALSE(for_blas.packed);  // sgemm reads row-major weights
+    EXPECT_EQ(packed.dtype, invariant.weight_storage(storage));
+    Buffer bx = invariant.upload_weight(x.data(), x.size());
+    Buffer o1 = invariant.alloc(size_t(rows) * out), o2 = invariant.alloc(size_t(rows) * out);
+    invariant.matmul(o1, bx, row_major, rows, in, out);
+    invariant.matmul(o2, bx, packed, rows, in, out);
+    std::vector<float> r1(size_t(rows) * out), r2(r1.size());
+    invariant.to_host(r1.data(), o1, 0, r1.size());
+    invariant.to_host(r2.data(), o2, 0, r2.size());
+    EXPECT_EQ(0, std::memcmp(r1.data(), r2.data(), sizeof(float) * r1.size()));
+    // Only matmul reads a packed matrix: reading it back as rows would return garbage.
+    std::vector<float> back(w.size());
+    EXPECT_THROW(invariant.to_host(back.data(), packed, 0, back.size()), std::logic_error);
+    for (Buffer* b : {&row_major, &packed, &bx, &o1, &o2}) invariant.release(*b);
+    blas.release(for_blas);
+  }
+}
+
+}  // namespace
+}  // namespace ssd

@@ -35,40 +35,47 @@ struct Shape {
 const Shape kShapes[] = {{203, 37}, {19, 8}, {259, 5}, {768, 64}, {37, 3}, {16, 1}, {64, 40}};
 constexpr int kMaxRows = 17;
 
-TEST(MatmulPacked, Fp32EqualsRowMajorBitExact) {
+// The kernels of one weight type: the row-major reference, the packer and the packed GEMM.
+template <typename W>
+struct Kernels {
+  void (*row_major)(float*, const float*, const W*, int, int, int, int);
+  void (*pack)(W*, const W*, int, int);
+  void (*packed)(float*, const float*, const W*, int, int, int, int);
+};
+
+// For every shape, row count and thread count, packed output == row-major output, bit for bit;
+// `weights` gives the row-major weights in the kernels' type.
+template <typename W, typename ToW>
+void expect_packed_equals_row_major(const Kernels<W>& k, uint32_t seed, ToW weights) {
   for (const Shape s : kShapes) {
-    const std::vector<float> x = random_values(size_t(kMaxRows) * s.in, 7 + s.in);
-    const std::vector<float> w = random_values(size_t(s.out) * s.in, 9 + s.out);
-    std::vector<float> packed(packed_matrix_count(s.out, s.in));
-    pack_matrix(packed.data(), w.data(), s.out, s.in);
+    const std::vector<float> x = random_values(size_t(kMaxRows) * s.in, seed + s.in);
+    const std::vector<W> w = weights(random_values(size_t(s.out) * s.in, seed + 2 + s.out));
+    std::vector<W> packed(packed_matrix_count(s.out, s.in));
+    k.pack(packed.data(), w.data(), s.out, s.in);
     for (int threads : {1, 2})
       for (int rows = 1; rows <= kMaxRows; ++rows) {
         std::vector<float> want = nan_filled(size_t(rows) * s.out), got = want;
-        matmul_invariant(want.data(), x.data(), w.data(), rows, s.in, s.out, threads);
-        matmul_packed(got.data(), x.data(), packed.data(), rows, s.in, s.out, threads);
+        k.row_major(want.data(), x.data(), w.data(), rows, s.in, s.out, threads);
+        k.packed(got.data(), x.data(), packed.data(), rows, s.in, s.out, threads);
         EXPECT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * got.size()))
             << "rows=" << rows << " in=" << s.in << " out=" << s.out << " threads=" << threads;
       }
   }
 }
 
+TEST(MatmulPacked, Fp32EqualsRowMajorBitExact) {
+  expect_packed_equals_row_major(Kernels<float>{matmul_invariant, pack_matrix, matmul_packed}, 7,
+                                 [](std::vector<float> w) { return w; });
+}
+
 TEST(MatmulPacked, Bf16EqualsRowMajorBitExact) {
-  for (const Shape s : kShapes) {
-    const std::vector<float> x = random_values(size_t(kMaxRows) * s.in, 17 + s.in);
-    const std::vector<float> w = random_values(size_t(s.out) * s.in, 19 + s.out);
-    std::vector<uint16_t> w16(w.size());
-    for (size_t i = 0; i < w.size(); ++i) w16[i] = float_to_bf16(w[i]);
-    std::vector<uint16_t> packed(packed_matrix_count(s.out, s.in));
-    pack_matrix_bf16(packed.data(), w16.data(), s.out, s.in);
-    for (int threads : {1, 2})
-      for (int rows = 1; rows <= kMaxRows; ++rows) {
-        std::vector<float> want = nan_filled(size_t(rows) * s.out), got = want;
-        matmul_invariant_bf16(want.data(), x.data(), w16.data(), rows, s.in, s.out, threads);
-        matmul_packed_bf16(got.data(), x.data(), packed.data(), rows, s.in, s.out, threads);
-        EXPECT_EQ(0, std::memcmp(got.data(), want.data(), sizeof(float) * got.size()))
-            << "rows=" << rows << " in=" << s.in << " out=" << s.out << " threads=" << threads;
-      }
-  }
+  expect_packed_equals_row_major(
+      Kernels<uint16_t>{matmul_invariant_bf16, pack_matrix_bf16, matmul_packed_bf16}, 17,
+      [](const std::vector<float>& w) {
+        std::vector<uint16_t> w16(w.size());
+        for (size_t i = 0; i < w.size(); ++i) w16[i] = float_to_bf16(w[i]);
+        return w16;
+      });
 }
 
 // The last panel is padded with zero rows, which are never written out: an output buffer of

@@ -69,29 +69,14 @@ inline void tile(float* out, const float* x, const W* w, int in, int out_dim, in
                              1);
       }
       wv[j] = load_vec(wrow[j] + k);
-      // With several rows, keep an fp32 weight vector in a register: GCC otherwise folds its
-      // load into each row's FMA, loading it R times, and the load ports (one 512-bit load a
-      // cycle here) then bound the tile: 16-row fp32 GEMMs ran at 8.5 GB/s, with this 19.5.
-#if defined(__AVX2__) || defined(__AVX512F__)
-      if constexpr (sizeof(W) == 4 && R > 1) asm("" : "+v"(wv[j]));
-#endif
+      keep_in_register<R, W>(wv[j]);
     }
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const vec xv = load_vec(xrow[r] + k);
-#pragma GCC unroll 16
-      for (int j = 0; j < J; ++j) acc[r][j] = fma_vec(xv, wv[j], acc[r][j]);
-    }
+    accumulate(acc, wv, xrow, k);
   }
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < J; ++j) {
-      float sum = reduce_vec(acc[r][j]);
-      // An explicit fma: whether the compiler contracts a * b + c may differ between weight
-      // types, and the tail must round the same way for both.
-      for (int k = in_vec; k < in; ++k) sum = std::fma(xrow[r][k], widen(wrow[j][k]), sum);
-      out[size_t(r0 + r) * out_dim + j0 + j] = sum;
-    }
-  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < J; ++j)
+      out[size_t(r0 + r) * out_dim + j0 + j] =
+          finish_dot(acc[r][j], xrow[r] + in_vec, wrow[j] + in_vec, in - in_vec);
 }
 
 // The register budget picks the shape: R * J accumulators, J weight vectors and one x vector

@@ -13,7 +13,7 @@
 //   tail part:   for each row j: w[j][in_vec .. in)        (in_vec = in rounded down to kLanes)
 //
 // and a tile reads its panel front to back, once for all of its rows. Every dot product is
-// summed exactly as matmul_invariant sums it (same lanes, same reduction tree, same tail order),
+// summed exactly as matmul_invariant sums it (the same simd.h accumulate and finish_dot),
 // so a packed matrix gives matmul_invariant's bits, for any number of rows and threads.
 #include <omp.h>
 
@@ -30,7 +30,7 @@ using namespace simd;
 
 // Output rows per panel: the tile's column count, fixed by the layout for every row count.
 // Five columns fit 32 registers with up to 5 rows (5 x 5 accumulators + 5 weights + 1 x), 16
-// registers with up to 2 (spilling a little). Measured against 4 (bench_gemm, 3 repetitions):
+// registers with up to 2 (2 x 5 + 5 + 1). Measured against 4 (bench_gemm, 3 repetitions):
 // bf16 5-row tiles 15 -> 20 GB/s and 16-row ones level with row-major, where 4 columns lost a
 // quarter at 16 rows.
 constexpr int kPanel = 5;
@@ -85,30 +85,16 @@ inline void panel_tile(float* out, const float* x, const W* panel, int in, int o
         if (offset % 64 == 0)
           __builtin_prefetch(reinterpret_cast<const char*>(wp) + offset + kPrefetchAhead, 0, 1);
       wv[j] = load_vec(wp + j * kLanes);
-      // Keep an fp32 weight vector in a register rather than let GCC fold its load into each
-      // row's FMA (R loads instead of one; see matmul.cpp).
-#if defined(__AVX2__) || defined(__AVX512F__)
-      if constexpr (sizeof(W) == 4 && R > 1) asm("" : "+v"(wv[j]));
-#endif
+      keep_in_register<R, W>(wv[j]);
     }
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) {
-      const vec xv = load_vec(xrow[r] + k);
-#pragma GCC unroll 16
-      for (int j = 0; j < kPanel; ++j) acc[r][j] = fma_vec(xv, wv[j], acc[r][j]);
-    }
+    accumulate(acc, wv, xrow, k);
   }
   const int tail = in - in_vec;
   const W* tail_part = panel + size_t(kPanel) * in_vec;
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < columns; ++j) {
-      float sum = reduce_vec(acc[r][j]);
-      // In k order with an explicit fma, as matmul_invariant's tail.
-      for (int t = 0; t < tail; ++t)
-        sum = std::fma(xrow[r][in_vec + t], widen(tail_part[size_t(j) * tail + t]), sum);
-      out[size_t(r0 + r) * out_dim + j0 + j] = sum;
-    }
-  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < columns; ++j)
+      out[size_t(r0 + r) * out_dim + j0 + j] =
+          finish_dot(acc[r][j], xrow[r] + in_vec, tail_part + size_t(j) * tail, tail);
 }
 
 // All rows against one panel, in tiles of at most kMaxTileRows. With 32 registers, more than

@@ -208,48 +208,7 @@ void CpuBackend::kv_move(Buffer& k_cache, Buffer& v_cache, const KVLayout& layou
 void CpuBackend::attention(Buffer& out, const Buffer& q, const Buffer& k_cache,
                            const Buffer& v_cache, const KVLayout& layout, int heads,
                            const AttentionMask& mask) {
-  const int hd = layout.head_dim;
-  const int group = heads / layout.kv_heads;
-  const size_t kv_dim = size_t(layout.kv_heads) * hd;
-  const float scale = 1.0f / std::sqrt(float(hd));
-  const int work = mask.rows * heads;
-#pragma omp parallel num_threads(threads_) if (work >= 8 && threads_ > 1)
-  {
-    std::vector<int32_t> visible;
-    std::vector<float> score;
-#pragma omp for schedule(static)
-    for (int item = 0; item < work; ++item) {
-      const int r = item / heads, h = item % heads, kvh = h / group;
-      // The slots this row sees, in a fixed order: prefix first, then the explicit extras.
-      visible.clear();
-      for (int s = 0; s < mask.prefix[r]; ++s) visible.push_back(s);
-      for (int e = mask.extra_begin[r]; e < mask.extra_begin[r + 1]; ++e)
-        visible.push_back(mask.extra_slots[e]);
-      score.resize(visible.size());
-      const size_t seq_base = size_t(mask.seq[r]) * layout.capacity;
-      const float* qh = f(q) + (size_t(r) * heads + h) * hd;
-      float max_score = -INFINITY;
-      for (size_t i = 0; i < visible.size(); ++i) {
-        const float* kr = f(k_cache) + (seq_base + visible[i]) * kv_dim + size_t(kvh) * hd;
-        float dot = 0.0f;
-        for (int d = 0; d < hd; ++d) dot += qh[d] * kr[d];
-        score[i] = dot * scale;
-        max_score = std::max(max_score, score[i]);
-      }
-      float total = 0.0f;
-      for (float& s : score) {
-        s = std::exp(s - max_score);
-        total += s;
-      }
-      float* o = f(out) + (size_t(r) * heads + h) * hd;
-      std::fill(o, o + hd, 0.0f);
-      for (size_t i = 0; i < visible.size(); ++i) {
-        const float p = score[i] / total;
-        const float* vr = f(v_cache) + (seq_base + visible[i]) * kv_dim + size_t(kvh) * hd;
-        for (int d = 0; d < hd; ++d) o[d] += p * vr[d];
-      }
-    }
-  }
+  attention_cpu(f(out), f(q), f(k_cache), f(v_cache), layout, heads, mask, threads_);
 }
 
 void CpuBackend::swiglu(Buffer& out, const Buffer& gate, const Buffer& up, size_t count) {

@@ -82,6 +82,9 @@ void matmul_packed_bf16(float* out, const float* x, const uint16_t* w, int rows,
                         int out_dim, int threads);
 void matmul_openblas(float* out, const float* x, const float* w, int rows, int in, int out_dim,
                      int threads);
+// Grouped-query attention (attention.cpp): every (row, head) alone, in a fixed order.
+void attention_cpu(float* out, const float* q, const float* k_cache, const float* v_cache,
+                   const KVLayout& layout, int heads, const AttentionMask& mask, int threads);
 // The CPU's model name from /proc/cpuinfo ("unknown" if not found).
 std::string cpu_model_name();
 

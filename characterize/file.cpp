@@ -190,6 +190,7 @@ void write_tables(ResultFile& f, const CharacterizeReport& r) {
     t.column("calls", [](const ForwardResult& x) { return int64_t(x.calls); });
     t.column("seconds", [](const ForwardResult& x) { return x.seconds; });
     t.column("best_seconds", [](const ForwardResult& x) { return x.best_seconds; });
+    t.column("concurrent", [](const ForwardResult& x) { return int32_t(x.concurrent); });
   }
 }
 

@@ -1,7 +1,8 @@
 // Forward-pass timings with the real models, through ModelGroup as the decoding loops drive
 // them (so TP followers, their broadcasts and all-reduces are included): the target's AR step
 // and K+1-token verification, the draft's one-token step, its glue step (K+1 tokens per
-// sequence, what SSD runs before building a cache) and SSD's branch-masked branch steps.
+// sequence, what SSD runs before building a cache), SSD's branch-masked branch steps, and for
+// both models the cost curve over 2-16 tokens per sequence ("rows").
 #include <algorithm>
 #include <functional>
 #include <utility>
@@ -65,11 +66,11 @@ ForwardBatch branch_step(int sequences, int context, int K, int rows, int scratc
 }
 
 ForwardResult timed(ModelGroup& g, const ForwardBatch& batch, const char* model, const char* kind,
-                    int sequences, int rank, double min_time) {
+                    int sequences, int rank, const ForwardPlan& plan) {
   std::vector<float> logits;
   Backend& backend = *g.model().backend;
   const Timing t = time_calls(
-      backend, [&] { g.forward(batch, logits); }, min_time);
+      backend, [&] { g.forward(batch, logits); }, plan.min_time);
   ForwardResult r;
   r.rank = rank;
   r.model = model;
@@ -79,7 +80,22 @@ ForwardResult timed(ModelGroup& g, const ForwardBatch& batch, const char* model,
   r.calls = t.calls;
   r.seconds = t.mean_s;
   r.best_seconds = t.best_s;
+  r.concurrent = plan.concurrent;
   return r;
+}
+
+// Forward passes over m tokens per sequence with every row's logits: the cost curve between the
+// AR step (m = 1) and the verification (m = K+1) and past it, which predictions read at a run's
+// own row counts (AR over b sequences, verification of b(K+1) rows, the draft's steps).
+constexpr int kCurveTokens[] = {2, 3, 4, 8, 16};
+constexpr int kMostCurveTokens = 16;
+
+void time_curve(ModelGroup& g, const ForwardPlan& p, const char* model, int rank,
+                std::vector<ForwardResult>& out) {
+  for (int m : kCurveTokens)
+    if (m != p.lookahead + 1)
+      out.push_back(timed(g, causal_step(p.batch, p.context, m, g.config().vocab_size, true), model,
+                          "rows", p.batch, rank, p));
 }
 
 // Releases the TP followers from serve() on every path out of the leader, an exception
@@ -124,6 +140,21 @@ std::vector<ForwardResult> time_host_sampling(Backend& backend, int vocab, int r
   return out;
 }
 
+// Side by side, the two models' timings last different times. Whichever finishes first keeps
+// doing its SSD work (verifications; branch steps) until the other has finished too, so every
+// pass timed "beside" had the other model's memory traffic beside it all along.
+void keep_busy_until_peer_done(int peer, const std::function<void()>& work) {
+  constexpr int kDoneTag = 111;  // only characterize's forward phase sends it
+  int mine = 1, theirs = 0, done = 0;
+  MPI_Request received, sent;
+  MPI_Irecv(&theirs, 1, MPI_INT, peer, kDoneTag, MPI_COMM_WORLD, &received);
+  MPI_Isend(&mine, 1, MPI_INT, peer, kDoneTag, MPI_COMM_WORLD, &sent);
+  for (MPI_Test(&received, &done, MPI_STATUS_IGNORE); !done;
+       MPI_Test(&received, &done, MPI_STATUS_IGNORE))
+    work();
+  MPI_Wait(&sent, MPI_STATUS_IGNORE);
+}
+
 }  // namespace
 
 std::vector<ForwardResult> time_target_forwards(Model& model, MPI_Comm group, int rank,
@@ -135,14 +166,20 @@ std::vector<ForwardResult> time_target_forwards(Model& model, MPI_Comm group, in
   }
   StopFollowers stop{g};
   const int K = p.lookahead, vocab = model.config.vocab_size;
-  prefill(g, p.batch, p.context, p.context + K + 1);
+  prefill(g, p.batch, p.context, p.context + std::max(K + 1, kMostCurveTokens));
   std::vector<ForwardResult> out;
-  out.push_back(timed(g, causal_step(p.batch, p.context, 1, vocab, false), "target", "ar", p.batch,
-                      rank, p.min_time));
-  out.push_back(timed(g, causal_step(p.batch, p.context, K + 1, vocab, true), "target", "verify",
-                      p.batch, rank, p.min_time));
-  for (const ForwardResult& r : time_host_sampling(*model.backend, vocab, rank, p.min_time))
-    out.push_back(r);
+  out.push_back(
+      timed(g, causal_step(p.batch, p.context, 1, vocab, false), "target", "ar", p.batch, rank, p));
+  const ForwardBatch verify = causal_step(p.batch, p.context, K + 1, vocab, true);
+  out.push_back(timed(g, verify, "target", "verify", p.batch, rank, p));
+  time_curve(g, p, "target", rank, out);
+  if (p.peer >= 0) {
+    std::vector<float> logits;
+    keep_busy_until_peer_done(p.peer, [&] { g.forward(verify, logits); });
+  }
+  if (p.host_sampling)
+    for (const ForwardResult& r : time_host_sampling(*model.backend, vocab, rank, p.min_time))
+      out.push_back(r);
   return out;
 }
 
@@ -154,16 +191,23 @@ std::vector<ForwardResult> time_draft_forwards(Model& model, int rank, const For
   int most_rows = 1;
   for (int rows : p.branch_rows) most_rows = std::max(most_rows, rows);
   const int per_sequence = (most_rows + p.batch - 1) / p.batch;
-  prefill(g, p.batch, p.context, scratch + per_sequence * K);
+  prefill(g, p.batch, p.context,
+          std::max(scratch + per_sequence * K, p.context + kMostCurveTokens));
   std::vector<ForwardResult> out;
   out.push_back(timed(g, causal_step(p.batch, p.context, 1, vocab, false), "draft", "draft",
-                      p.batch, rank, p.min_time));
+                      p.batch, rank, p));
   // The glue step also writes the speculation's K/V, which the branch steps attend to.
   out.push_back(timed(g, causal_step(p.batch, p.context, K + 1, vocab, true), "draft", "glue",
-                      p.batch, rank, p.min_time));
+                      p.batch, rank, p));
+  time_curve(g, p, "draft", rank, out);
   for (int rows : p.branch_rows)
     out.push_back(timed(g, branch_step(p.batch, p.context, K, rows, scratch, vocab), "draft",
-                        "branch", p.batch, rank, p.min_time));
+                        "branch", p.batch, rank, p));
+  if (p.peer >= 0) {
+    const ForwardBatch branches = branch_step(p.batch, p.context, K, most_rows, scratch, vocab);
+    std::vector<float> logits;
+    keep_busy_until_peer_done(p.peer, [&] { g.forward(branches, logits); });
+  }
   return out;
 }
 

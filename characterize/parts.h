@@ -90,6 +90,9 @@ struct ForwardResult {  // one kind of forward pass, timed on the model's leader
   std::string kind;   // ar | verify | draft | glue | branch
   int rows = 0, sequences = 0, calls = 0;
   double seconds = 0.0, best_seconds = 0.0;  // mean and fastest call
+  // Timed while the other model's rank timed its own passes (SSD: the draft builds its cache
+  // while the target verifies), rather than alone (AR; SD, whose draft and target alternate).
+  bool concurrent = false;
 };
 
 struct RankResults {
@@ -145,6 +148,9 @@ struct ForwardPlan {
   int lookahead = 4, batch = 1, context = 128;
   std::vector<int> branch_rows;  // ascending
   double min_time = 0.2;
+  bool concurrent = false;    // timed side by side with the other model's leader ...
+  int peer = -1;              // ... world rank `peer`, each kept busy until both are done
+  bool host_sampling = true;  // the target's leader also times the host work per logits row
 };
 // The target's forward passes (ar: one token per sequence; verify: K+1), driven by the TP
 // group's leader as a run drives them; followers serve. The leader returns the rows.
@@ -156,11 +162,18 @@ std::vector<ForwardResult> time_draft_forwards(Model& model, int rank, const For
 
 // ---- the verification window (characterize_window.cpp) ----
 
+// The `model` `kind` pass of `forwards`, preferring one timed with `concurrent` as given (the
+// other if only that was timed); nullptr if there is none.
+const ForwardResult* find_forward(const std::vector<ForwardResult>& forwards,
+                                  const std::string& model, const std::string& kind,
+                                  bool concurrent);
+
 struct VerificationWindow {
   bool present = false;  // needs the target's verify and the draft's branch steps
   double verify_s = 0.0, glue_s = 0.0;
-  double draft_s = 0.0;   // the draft's one-token step
-  double t_sd = 0.0;      // K draft steps / one verification (the paper's T_SD)
+  double draft_s = 0.0;                        // the draft's one-token step
+  double sd_draft_s = 0.0, sd_verify_s = 0.0;  // the two timed alone, as SD takes turns
+  double t_sd = 0.0;                           // K sd_draft_s / sd_verify_s (the paper's T_SD)
   int base_rows = 0;      // branch rows of the window's step (the fewest measured)
   double branch_s = 0.0;  // its time
   int window_steps = 0;   // floor(verify_s / branch_s)

@@ -137,18 +137,20 @@ int print_forward(std::ostream& os, const CharacterizeReport& r) {
      << " committed tokens, K = " << c.lookahead
      << "; ar = 1 token per sequence, verify = K+1, draft = 1, glue = K+1, branch = SSD's "
         "branch-masked step; host = the CPU work per logits row (argmax, sample = softmax + "
-        "draw, candidates = top 64); best = fastest batch of calls; per verify = floor(verify / "
-        "mean)\n";
-  os << format("# %5s  %-6s %-7s %6s %5s %6s %10s %10s %11s\n", "rank", "model", "kind", "rows",
-               "seqs", "calls", "ms mean", "ms best", "per verify");
+        "draw, candidates = top 64); timed alone (AR, SD) or beside = while the other model's "
+        "rank timed its own (SSD); best = fastest batch of calls; per verify = floor(window's "
+        "verify / mean)\n";
+  os << format("# %5s  %-6s %-10s %6s %5s %6s %-6s %10s %10s %11s\n", "rank", "model", "kind",
+               "rows", "seqs", "calls", "timed", "ms mean", "ms best", "per verify");
   for (const RankResults& rank : r.ranks)
     for (const ForwardResult& f : rank.forward) {
       const std::string fits = f.model == "draft" && r.window.verify_s > 0
                                    ? std::to_string(int(std::floor(r.window.verify_s / f.seconds)))
                                    : "-";
-      os << format("  %5d  %-6s %-7s %6d %5d %6d %10.3f %10.3f %11s\n", f.rank, f.model.c_str(),
-                   f.kind.c_str(), f.rows, f.sequences, f.calls, f.seconds * 1e3,
-                   f.best_seconds * 1e3, fits.c_str());
+      os << format("  %5d  %-6s %-10s %6d %5d %6d %-6s %10.3f %10.3f %11s\n", f.rank,
+                   f.model.c_str(), f.kind.c_str(), f.rows, f.sequences, f.calls,
+                   f.concurrent ? "beside" : "alone", f.seconds * 1e3, f.best_seconds * 1e3,
+                   fits.c_str());
       bad += !positive(f.seconds);
     }
   return bad;
@@ -190,12 +192,12 @@ int print_tables(std::ostream& os, const CharacterizeReport& r) {
   os << "#\n";
   if (w.present) {
     os << format(
-        "# draft step %.3f ms vs verify %.3f ms: K = %d draft steps take %.3f of a "
-        "verification (T_SD)\n",
-        w.draft_s * 1e3, w.verify_s * 1e3, c.lookahead, w.t_sd);
+        "# draft step %.3f ms vs verify %.3f ms, each alone (SD takes turns): K = %d draft "
+        "steps take %.3f of a verification (T_SD)\n",
+        w.sd_draft_s * 1e3, w.sd_verify_s * 1e3, c.lookahead, w.t_sd);
     os << format(
-        "# verification window: verify %.3f ms / draft branch step (%d rows) %.3f ms = "
-        "%d branch steps\n",
+        "# verification window: verify %.3f ms / draft branch step (%d rows) %.3f ms = %d branch "
+        "steps (timed side by side, as SSD overlaps them, where a draft rank was launched)\n",
         w.verify_s * 1e3, w.base_rows, w.branch_s * 1e3, w.window_steps);
     os << format(
         "# branch step ~ a + b * rows = %.4f ms + %.4f us/row (least squares); glue step "

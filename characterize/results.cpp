@@ -77,10 +77,15 @@ void from_json(const nlohmann::json& j, CommResult& r) {
 }
 
 void to_json(nlohmann::json& j, const ForwardResult& r) {
-  j = {{"rank", r.rank},           {"model", r.model},
-       {"kind", r.kind},           {"rows", r.rows},
-       {"sequences", r.sequences}, {"calls", r.calls},
-       {"seconds", r.seconds},     {"best_seconds", r.best_seconds}};
+  j = {{"rank", r.rank},
+       {"model", r.model},
+       {"kind", r.kind},
+       {"rows", r.rows},
+       {"sequences", r.sequences},
+       {"calls", r.calls},
+       {"seconds", r.seconds},
+       {"best_seconds", r.best_seconds},
+       {"concurrent", r.concurrent}};
 }
 void from_json(const nlohmann::json& j, ForwardResult& r) {
   j.at("rank").get_to(r.rank);
@@ -91,6 +96,7 @@ void from_json(const nlohmann::json& j, ForwardResult& r) {
   j.at("calls").get_to(r.calls);
   j.at("seconds").get_to(r.seconds);
   j.at("best_seconds").get_to(r.best_seconds);
+  j.at("concurrent").get_to(r.concurrent);
 }
 
 void to_json(nlohmann::json& j, const RankResults& r) {

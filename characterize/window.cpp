@@ -8,26 +8,34 @@
 #include "ssd/fanout.h"
 
 namespace ssd {
-namespace {
 
-const ForwardResult* find(const std::vector<ForwardResult>& all, const std::string& model,
-                          const std::string& kind) {
-  for (const ForwardResult& f : all)
-    if (f.model == model && f.kind == kind) return &f;
-  return nullptr;
+const ForwardResult* find_forward(const std::vector<ForwardResult>& forwards,
+                                  const std::string& model, const std::string& kind,
+                                  bool concurrent) {
+  const ForwardResult* other = nullptr;
+  for (const ForwardResult& f : forwards)
+    if (f.model == model && f.kind == kind) {
+      if (f.concurrent == concurrent) return &f;
+      if (!other) other = &f;
+    }
+  return other;
 }
-
-}  // namespace
 
 VerificationWindow verification_window(const std::vector<ForwardResult>& forwards, int K,
                                        int batch) {
   VerificationWindow w;
-  const ForwardResult* verify = find(forwards, "target", "verify");
-  const ForwardResult* glue = find(forwards, "draft", "glue");
-  const ForwardResult* draft = find(forwards, "draft", "draft");
+  // The window is SSD's: the draft builds while the target verifies, so both are the passes
+  // timed side by side where characterize timed them so (a separate draft rank).
+  const ForwardResult* verify = find_forward(forwards, "target", "verify", true);
+  const ForwardResult* glue = find_forward(forwards, "draft", "glue", true);
+  const ForwardResult* draft = find_forward(forwards, "draft", "draft", true);
+  bool any_concurrent = false;
+  for (const ForwardResult& f : forwards)
+    any_concurrent = any_concurrent || (f.model == "draft" && f.kind == "branch" && f.concurrent);
   std::vector<const ForwardResult*> branches;
   for (const ForwardResult& f : forwards)
-    if (f.model == "draft" && f.kind == "branch") branches.push_back(&f);
+    if (f.model == "draft" && f.kind == "branch" && f.concurrent == any_concurrent)
+      branches.push_back(&f);
   if (!verify || !glue || !draft || branches.empty()) return w;
   std::sort(branches.begin(), branches.end(),
             [](const ForwardResult* a, const ForwardResult* b) { return a->rows < b->rows; });
@@ -35,7 +43,10 @@ VerificationWindow verification_window(const std::vector<ForwardResult>& forward
   w.verify_s = verify->seconds;
   w.glue_s = glue->seconds;
   w.draft_s = draft->seconds;
-  w.t_sd = K * w.draft_s / w.verify_s;
+  // T_SD is SD's ratio, whose draft and target take turns: the passes timed alone.
+  w.sd_draft_s = find_forward(forwards, "draft", "draft", false)->seconds;
+  w.sd_verify_s = find_forward(forwards, "target", "verify", false)->seconds;
+  w.t_sd = K * w.sd_draft_s / w.sd_verify_s;
   w.base_rows = branches.front()->rows;
   w.branch_s = branches.front()->seconds;
   w.window_steps = int(std::floor(w.verify_s / w.branch_s));

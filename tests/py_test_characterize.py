@@ -63,7 +63,7 @@ class Characterize(unittest.TestCase):
         self.assertIn("# Out of bounds values : 0 OK", proc.stdout)
         return proc
 
-    def check_common(self, f, ranks, K, b):
+    def check_common(self, f, ranks, K, b, draft_rank=False):
         for a in ROOT_ATTRS:
             self.assertIn(a, f.attrs, a)
         self.assertEqual(f.attrs["mode"], "characterize")
@@ -104,27 +104,38 @@ class Characterize(unittest.TestCase):
         secs = fw["seconds"][...]
         self.assertTrue(np.all(secs > 0))
         self.assertTrue(np.all(fw["best_seconds"][...] > 0))
-        by_kind = {}
-        for (model, kind), r, s in zip(kinds, rows, secs):
-            by_kind.setdefault((model, kind), []).append((r, s))
-        self.assertEqual(by_kind[("target", "ar")][0][0], b)
-        self.assertEqual(by_kind[("target", "verify")][0][0], b * (K + 1))
-        self.assertEqual(by_kind[("draft", "draft")][0][0], b)
-        self.assertEqual(by_kind[("draft", "glue")][0][0], b * (K + 1))
-        self.assertEqual(sorted(r for r, _ in by_kind[("draft", "branch")]), branch)
-        self.assertAlmostEqual(f.attrs["decode_ms_per_step"], 1e3 * by_kind[("target", "ar")][0][1])
-        self.check_window(f, by_kind, K, b)
+        concurrent = [int(c) for c in fw["concurrent"][...]]
+        # Alone (AR, SD) always; side by side (SSD) too where a draft rank was launched, the
+        # same passes but the host work.
+        alone, beside = {}, {}
+        for (model, kind), r, s, c in zip(kinds, rows, secs, concurrent):
+            (beside if c else alone).setdefault((model, kind), []).append((r, s))
+        want_beside = {k for k in alone if k[0] != "host"} if draft_rank else set()
+        self.assertEqual(set(beside), want_beside)
+        for sets in (alone, beside) if draft_rank else (alone,):
+            self.assertEqual(sets[("target", "ar")][0][0], b)
+            self.assertEqual(sets[("target", "verify")][0][0], b * (K + 1))
+            self.assertEqual(sets[("draft", "draft")][0][0], b)
+            self.assertEqual(sets[("draft", "glue")][0][0], b * (K + 1))
+            self.assertEqual(sorted(r for r, _ in sets[("draft", "branch")]), branch)
+            curve = sorted(b * m for m in (2, 3, 4, 8, 16) if m != K + 1)
+            for model in ("target", "draft"):
+                self.assertEqual(sorted(r for r, _ in sets[(model, "rows")]), curve)
+        self.assertAlmostEqual(f.attrs["decode_ms_per_step"], 1e3 * alone[("target", "ar")][0][1])
+        self.check_window(f, beside if draft_rank else alone, alone, K, b)
 
-    def check_window(self, f, by_kind, K, b):
+    def check_window(self, f, by_kind, alone, K, b):
         w = f["window"].attrs
         verify = by_kind[("target", "verify")][0][1]
         glue = by_kind[("draft", "glue")][0][1]
         points = sorted(by_kind[("draft", "branch")])
         self.assertEqual(w["verify_time_s"], verify)
         self.assertEqual(w["glue_time_s"], glue)
-        draft = by_kind[("draft", "draft")][0][1]
-        self.assertEqual(w["draft_time_s"], draft)
-        self.assertAlmostEqual(w["t_sd"], K * draft / verify, delta=1e-12 * K * draft / verify)
+        self.assertEqual(w["draft_time_s"], by_kind[("draft", "draft")][0][1])
+        # T_SD is SD's, whose draft and target take turns: the two timed alone
+        draft, sd_verify = alone[("draft", "draft")][0][1], alone[("target", "verify")][0][1]
+        self.assertAlmostEqual(w["t_sd"], K * draft / sd_verify,
+                               delta=1e-12 * K * draft / sd_verify)
         self.assertEqual(w["branch_rows"], points[0][0])
         self.assertEqual(w["branch_time_s"], points[0][1])
         self.assertEqual(w["window_steps"], math.floor(verify / points[0][1]))
@@ -172,7 +183,7 @@ class Characterize(unittest.TestCase):
                       "# largest hidden fan-out budget"):
             self.assertIn(title, proc.stdout)
         with h5py.File(path) as f:
-            self.check_common(f, ranks=3, K=K, b=b)
+            self.check_common(f, ranks=3, K=K, b=b, draft_rank=True)
             self.assertEqual(f["ranks/2"].attrs["role"], "draft 0/1")
             g = f["gemm"]
             models, shapes = strings(f, "gemm", "model_id"), strings(f, "gemm", "shape_id")

@@ -250,8 +250,11 @@ class MeasuredStep:
         return max(t + self.gemm(rows) - self.gemm(edge), 0.0)
 
     @classmethod
-    def from_characterize(cls, char, role):
-        """role 'target' or 'draft'; None when the file has no GEMMs of that model."""
+    def from_characterize(cls, char, role, concurrent=False):
+        """role 'target' or 'draft'; None when the file has no GEMMs of that model.
+        concurrent: the forward passes timed side by side with the other model's rank (SSD)
+        rather than alone (AR, SD); files without the column, or without such passes, give
+        whatever they timed."""
         g, names = char.gemm, char.gemm_attrs.get("model_id", {}).get("names", "").split(",")
         if not g or role not in names:
             return None
@@ -273,6 +276,9 @@ class MeasuredStep:
         fn = char.table_attrs.get("forward", {}).get("model_id", {}).get("names", "").split(",")
         if f and role in fn:
             fm = np.asarray(f["model_id"]) == fn.index(role)
+            if "concurrent" in f:
+                side = fm & (np.asarray(f["concurrent"]) == int(concurrent))
+                fm = side if side.any() else fm
             rows, secs = np.asarray(f["rows"], float)[fm], np.asarray(f["seconds"], float)[fm]
             points = [(float(r), float(secs[rows == r].mean())) for r in np.unique(rows)]
         shape = None

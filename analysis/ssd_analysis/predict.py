@@ -91,6 +91,14 @@ class Layout:
     draft_ranks: int = 1
     sd_collocated: bool = True
     host: object = None   # Hardware with argmax_s / sample_s / candidates_s per logits row
+    # SSD's draft builds its cache while the target verifies. Where characterize timed this very
+    # pair side by side (a separate draft rank), those costs; else (None) the ones timed alone.
+    target_beside: object = None
+    draft_beside: object = None
+
+    def side_by_side(self):
+        """(target, draft) costs of SSD's overlapped verification and cache build."""
+        return (self.target_beside or self.target, self.draft_beside or self.draft)
 
     def pick(self, temperature):
         """Host time to turn one logits row into a token (or probabilities): argmax when
@@ -141,9 +149,11 @@ def predict_ar(lay, b, temperature=0.0):
     return Prediction("ar", b / t, round_s=t)
 
 
-def verify_time(lay, b, K, temperature):
-    """The target's forward over b(K+1) rows and the verification rule's work on each row."""
-    return lay.target(b * (K + 1), b) + b * (K + 1) * lay.pick(temperature)
+def verify_time(lay, b, K, temperature, beside=False):
+    """The target's forward over b(K+1) rows and the verification rule's work on each row;
+    beside: while SSD's draft builds its cache."""
+    target = lay.side_by_side()[0] if beside else lay.target
+    return target(b * (K + 1), b) + b * (K + 1) * lay.pick(temperature)
 
 
 def predict_sd(lay, b, K, alpha, temperature=0.0):
@@ -161,11 +171,12 @@ def window_budget(lay, b, K, verify_s=None, cap=4096):
     """The largest per-sequence budget whose cache build (glue + K branch steps on each draft
     rank's ceil(b/D) sequences) fits within 90% of the verification: the 'hidden' fan-out."""
     s = math.ceil(b / lay.draft_ranks)
-    verify = lay.target(b * (K + 1), b) if verify_s is None else verify_s
-    glue = lay.draft(s * (K + 1), s) + s * (K + 1) * lay.candidates()
+    target, draft = lay.side_by_side()
+    verify = target(b * (K + 1), b) if verify_s is None else verify_s
+    glue = draft(s * (K + 1), s) + s * (K + 1) * lay.candidates()
 
     def fits(B):
-        return glue + K * branch_step(lay, s, B, 0.0) <= WINDOW_SLACK * verify
+        return glue + K * branch_step(lay, s, B, 0.0, draft) <= WINDOW_SLACK * verify
     if not fits(1):
         return 0
     lo, hi = 1, 2
@@ -178,10 +189,11 @@ def window_budget(lay, b, K, verify_s=None, cap=4096):
     return lo
 
 
-def branch_step(lay, s, B, temperature):
-    """One of the cache build's K steps: the draft over s*B branch rows, and each row's
-    candidate list and token."""
-    return lay.draft(s * B, s) + s * B * (lay.candidates() + lay.pick(temperature))
+def branch_step(lay, s, B, temperature, draft=None):
+    """One of the cache build's K steps: the draft (`draft`, else lay.draft) over s*B branch
+    rows, and each row's candidate list and token."""
+    draft = lay.draft if draft is None else draft
+    return draft(s * B, s) + s * B * (lay.candidates() + lay.pick(temperature))
 
 
 def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
@@ -194,8 +206,11 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
     than the shape's (Definition 10: with Saguaro's C < 1 the draft's own s_{k+1} among the
     down-weighted top F_k needs no branch)."""
     s = math.ceil(b / lay.draft_ranks)
-    verify = verify_time(lay, b, K, temperature)
-    glue = lay.draft(s * (K + 1), s) + s * (K + 1) * lay.candidates()
+    # The build overlaps the verification (side by side); a miss's just-in-time drafting
+    # does not (the target waits), so t_jit uses the draft's steps timed alone.
+    draft_beside = lay.side_by_side()[1]
+    verify = verify_time(lay, b, K, temperature, beside=True)
+    glue = draft_beside(s * (K + 1), s) + s * (K + 1) * lay.candidates()
     comm = lay.messages(b, K, temperature)
     e_hit = tokens_per_round(alpha, K)
     e_miss_backup = tokens_per_round(alpha_b, K)
@@ -211,7 +226,8 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
     best = None
     for B, sh, p_p in candidates:
         rows = B if built is None else built
-        build = glue + (K * branch_step(lay, s, rows, temperature) if rows > 0 else 0.0)
+        build = glue + (K * branch_step(lay, s, rows, temperature, draft_beside)
+                        if rows > 0 else 0.0)
         t_p = build / verify
         opts = []
         if fallback in ("auto", "primary"):

@@ -123,21 +123,40 @@ def _emit(rows, columns, fmt, header, out=print, stream=None):
 
 # --- layouts ----------------------------------------------------------------------------------
 
-def layout_for(t_step, d_step, hw, vocab, D, collocated=True):
-    return P.Layout(t_step, d_step, hw.link_latency_s, hw.link_bw, vocab, D, collocated, hw)
+def layout_for(t_step, d_step, hw, vocab, D, collocated=True, beside=(None, None)):
+    return P.Layout(t_step, d_step, hw.link_latency_s, hw.link_bw, vocab, D, collocated, hw,
+                    *beside)
+
+
+def _same_spec(a, b):
+    return a == b or a.removeprefix("synthetic:") == b.removeprefix("synthetic:")
 
 
 def steps_for(spec, char, hw, tp, context, where):
-    """A model's step cost: the characterize file's measurement when it measured that model
-    (on one rank), else the roofline on `hw`."""
+    """A model's step cost: the characterize file's measurement (timed alone) when it measured
+    that model (on one rank), else the roofline on `hw`."""
     if char is not None and tp == 1:
         for role, s in H.characterize_specs(char).items():
-            if s == spec or s.removeprefix("synthetic:") == spec.removeprefix("synthetic:"):
+            if _same_spec(s, spec):
                 step = H.MeasuredStep.from_characterize(char, role)
                 if step is not None:
                     return step, step.shape or H.shape_of(spec, where)
     shape = H.shape_of(spec, where)
     return H.RooflineStep(shape, hw, tp, context), shape
+
+
+def beside_steps(target, draft, char, tp, D):
+    """(target, draft) costs timed side by side, as SSD overlaps them, when the characterize
+    file measured this very pair with a separate draft rank; else (None, None): how much two
+    ranks slow each other depends on which two models share the memory."""
+    if char is None or tp != 1 or D < 1:
+        return None, None
+    specs = H.characterize_specs(char)
+    if not (_same_spec(specs.get("target", ""), target) and
+            _same_spec(specs.get("draft", ""), draft)):
+        return None, None
+    return (H.MeasuredStep.from_characterize(char, "target", concurrent=True),
+            H.MeasuredStep.from_characterize(char, "draft", concurrent=True))
 
 
 def cmd_predict(args):
@@ -188,7 +207,8 @@ def predict_grid(args, out=print):
         d_step, _ = steps_for(draft, char, hw, 1, ctx, "--draft")
         for b in args.batch_size:
             for D in args.draft_ranks:
-                lay = layout_for(t_step, d_step, hw, t_shape.vocab, D)
+                lay = layout_for(t_step, d_step, hw, t_shape.vocab, D,
+                                 beside=beside_steps(target, draft, char, tp, D))
                 ar = P.predict_ar(lay, b, args.temperature)
                 sd = P.best_over_k(lambda k: P.predict_sd(lay, b, k, args.alpha,
                                                           args.temperature), ks)
@@ -272,7 +292,9 @@ def predict_run(run, char):
         return P.predict_ar(layout_for(t_step, t_step, hw, shape.vocab, 1), b, run.temperature), {}
     d_step, _ = steps_for(d_spec, char, hw, 1, ctx, f"{run.name}: draft")
     D = max(int(run.config.get("draft_ranks", 1) or 0), 0)
-    lay = layout_for(t_step, d_step, hw, shape.vocab, max(D, 1), collocated=(D == 0))
+    tp = int(run.config.get("target_tp", 1))
+    lay = layout_for(t_step, d_step, hw, shape.vocab, max(D, 1), collocated=(D == 0),
+                     beside=beside_steps(t_spec, d_spec, char, tp, D))
     alpha, r, alpha_b, r_b = run_inputs(run)
     info = {"alpha": alpha, "r": r}
     if run.mode == "sd":

@@ -161,6 +161,54 @@ class Predictions(unittest.TestCase):
         self.assertEqual(P.predict_ssd(lay, 64, 4, 0.8, 0.7).fallback, "backup")
 
 
+def fake_characterize(target="synthetic:llama-124m", draft="synthetic:llama-12m"):
+    """A characterize file's tables as io.load_run gives them: one GEMM each, and forward
+    passes timed alone (1 and 5 rows) and side by side (twice as long)."""
+    from types import SimpleNamespace
+    gemm = {"model_id": [0, 1], "rank": [0, 1], "shape_id": [0, 0], "rows": [1, 1],
+            "seconds": [1e-3, 1e-4], "full_out": [1, 1], "out": [1, 1], "per_token": [1, 1]}
+    forward = {"model_id": [0, 0, 1, 1, 0, 0, 1, 1], "rows": [1, 5, 1, 5, 1, 5, 1, 5],
+               "seconds": [0.010, 0.015, 0.001, 0.002, 0.020, 0.030, 0.002, 0.004],
+               "concurrent": [0, 0, 0, 0, 1, 1, 1, 1]}
+    names = {"model_id": {"names": "target,draft"}}
+    return SimpleNamespace(gemm=gemm, gemm_attrs=names, tables={"forward": forward},
+                           table_attrs={"forward": names},
+                           models={"target": {"spec": target}, "draft": {"spec": draft}})
+
+
+class SideBySide(unittest.TestCase):
+    """AR and SD use the passes timed alone; SSD's overlapped verification and cache build the
+    ones timed side by side, for the very pair characterize measured."""
+
+    def test_steps_pick_alone_or_beside(self):
+        from ssd_analysis import predict_cli as PC
+        char = fake_characterize()
+        alone = H.MeasuredStep.from_characterize(char, "target")
+        beside = H.MeasuredStep.from_characterize(char, "target", concurrent=True)
+        self.assertAlmostEqual(alone(1), 0.010)
+        self.assertAlmostEqual(beside(5), 0.030)
+        t, d = PC.beside_steps("synthetic:llama-124m", "llama-12m", char, 1, 1)
+        self.assertAlmostEqual(t(5), 0.030)
+        self.assertAlmostEqual(d(1), 0.002)
+        # another pair, a collocated draft or a TP group: nothing measured side by side
+        self.assertEqual(PC.beside_steps("llama-12m", "llama-12m", char, 1, 1), (None, None))
+        self.assertEqual(PC.beside_steps("llama-124m", "llama-12m", char, 1, 0), (None, None))
+        self.assertEqual(PC.beside_steps("llama-124m", "llama-12m", char, 2, 1), (None, None))
+
+    def test_ssd_slower_beside_sd_and_ar_unchanged(self):
+        from ssd_analysis import predict_cli as PC
+        char = fake_characterize()
+        t, d = (H.MeasuredStep.from_characterize(char, r) for r in ("target", "draft"))
+        plain = P.Layout(t, d, 1e-6, 1e9, 32000, 1, False)
+        side = P.Layout(t, d, 1e-6, 1e9, 32000, 1, False, None,
+                        *PC.beside_steps("llama-124m", "llama-12m", char, 1, 1))
+        self.assertEqual(P.predict_ar(side, 1).tok_s, P.predict_ar(plain, 1).tok_s)
+        self.assertEqual(P.predict_sd(side, 1, 4, 0.8).tok_s, P.predict_sd(plain, 1, 4, 0.8).tok_s)
+        fast = P.predict_ssd(plain, 1, 4, 0.8, 0.7, budget=2)
+        slow = P.predict_ssd(side, 1, 4, 0.8, 0.7, budget=2)
+        self.assertLess(slow.tok_s, fast.tok_s)
+
+
 def analyze(*args):
     return subprocess.run(["/usr/bin/python3", ANALYZE, "predict", *args], capture_output=True,
                           text=True, timeout=120)

@@ -120,6 +120,11 @@ TEST_P(AttentionTest, RowIsTheSameAloneOrBesideOthers) {
   }
 }
 
+TEST_P(AttentionTest, NoRowsIsANoOp) {
+  const Case c = make_case(GetParam());
+  for (int threads : {1, 2}) EXPECT_TRUE(run(c, {}, {}, threads).empty());
+}
+
 // 64: whole vectors only; 72: a tail past the last whole vector (AVX-512 and 8-lane builds).
 INSTANTIATE_TEST_SUITE_P(HeadDims, AttentionTest, ::testing::Values(64, 72, 5));
 

@@ -69,6 +69,7 @@ void attend(float* out, const float* q, const float* k_seq, const float* v_seq, 
 
 void attention_cpu(float* out, const float* q, const float* k_cache, const float* v_cache,
                    const KVLayout& layout, int heads, const AttentionMask& mask, int threads) {
+  if (mask.rows <= 0) return;  // an empty step (e.g. a draft with no sequence left to draft)
   const int hd = layout.head_dim;
   const int group = heads / layout.kv_heads;
   const size_t kv_dim = size_t(layout.kv_heads) * hd;

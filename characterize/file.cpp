@@ -187,6 +187,7 @@ void write_tables(ResultFile& f, const CharacterizeReport& r) {
     t.ids("kind_id", [](const ForwardResult& x) { return x.kind; });
     t.column("rows", [](const ForwardResult& x) { return int64_t(x.rows); });
     t.column("sequences", [](const ForwardResult& x) { return int64_t(x.sequences); });
+    t.column("context", [](const ForwardResult& x) { return int64_t(x.context); });
     t.column("calls", [](const ForwardResult& x) { return int64_t(x.calls); });
     t.column("seconds", [](const ForwardResult& x) { return x.seconds; });
     t.column("best_seconds", [](const ForwardResult& x) { return x.best_seconds; });

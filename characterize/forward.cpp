@@ -66,7 +66,7 @@ ForwardBatch branch_step(int sequences, int context, int K, int rows, int scratc
 }
 
 ForwardResult timed(ModelGroup& g, const ForwardBatch& batch, const char* model, const char* kind,
-                    int sequences, int rank, const ForwardPlan& plan) {
+                    int sequences, int rank, const ForwardPlan& plan, int context = -1) {
   std::vector<float> logits;
   Backend& backend = *g.model().backend;
   const Timing t = time_calls(
@@ -81,6 +81,7 @@ ForwardResult timed(ModelGroup& g, const ForwardBatch& batch, const char* model,
   r.seconds = t.mean_s;
   r.best_seconds = t.best_s;
   r.concurrent = plan.concurrent;
+  r.context = context < 0 ? plan.context : context;
   return r;
 }
 
@@ -92,10 +93,17 @@ constexpr int kMostCurveTokens = 16;
 
 void time_curve(ModelGroup& g, const ForwardPlan& p, const char* model, int rank,
                 std::vector<ForwardResult>& out) {
+  const int vocab = g.config().vocab_size;
   for (int m : kCurveTokens)
     if (m != p.lookahead + 1)
-      out.push_back(timed(g, causal_step(p.batch, p.context, m, g.config().vocab_size, true), model,
-                          "rows", p.batch, rank, p));
+      out.push_back(timed(g, causal_step(p.batch, p.context, m, vocab, true), model, "rows",
+                          p.batch, rank, p));
+  // The longest step again at a quarter of the context: the difference is what attending to the
+  // context costs per row and token, which predictions scale to a run's own context.
+  const int short_context = p.context / 4;
+  if (short_context >= 1)
+    out.push_back(timed(g, causal_step(p.batch, short_context, kMostCurveTokens, vocab, true),
+                        model, "rows", p.batch, rank, p, short_context));
 }
 
 // Releases the TP followers from serve() on every path out of the leader, an exception

@@ -89,6 +89,7 @@ struct ForwardResult {  // one kind of forward pass, timed on the model's leader
   std::string model;  // target | draft
   std::string kind;   // ar | verify | draft | glue | branch
   int rows = 0, sequences = 0, calls = 0;
+  int context = 0;                           // committed tokens per sequence before the step
   double seconds = 0.0, best_seconds = 0.0;  // mean and fastest call
   // Timed while the other model's rank timed its own passes (SSD: the draft builds its cache
   // while the target verifies), rather than alone (AR; SD, whose draft and target alternate).

@@ -140,15 +140,15 @@ int print_forward(std::ostream& os, const CharacterizeReport& r) {
         "draw, candidates = top 64); timed alone (AR, SD) or beside = while the other model's "
         "rank timed its own (SSD); best = fastest batch of calls; per verify = floor(window's "
         "verify / mean)\n";
-  os << format("# %5s  %-6s %-10s %6s %5s %6s %-6s %10s %10s %11s\n", "rank", "model", "kind",
-               "rows", "seqs", "calls", "timed", "ms mean", "ms best", "per verify");
+  os << format("# %5s  %-6s %-10s %6s %5s %6s %6s %-6s %10s %10s %11s\n", "rank", "model", "kind",
+               "rows", "seqs", "ctx", "calls", "timed", "ms mean", "ms best", "per verify");
   for (const RankResults& rank : r.ranks)
     for (const ForwardResult& f : rank.forward) {
       const std::string fits = f.model == "draft" && r.window.verify_s > 0
                                    ? std::to_string(int(std::floor(r.window.verify_s / f.seconds)))
                                    : "-";
-      os << format("  %5d  %-6s %-10s %6d %5d %6d %-6s %10.3f %10.3f %11s\n", f.rank,
-                   f.model.c_str(), f.kind.c_str(), f.rows, f.sequences, f.calls,
+      os << format("  %5d  %-6s %-10s %6d %5d %6d %6d %-6s %10.3f %10.3f %11s\n", f.rank,
+                   f.model.c_str(), f.kind.c_str(), f.rows, f.sequences, f.context, f.calls,
                    f.concurrent ? "beside" : "alone", f.seconds * 1e3, f.best_seconds * 1e3,
                    fits.c_str());
       bad += !positive(f.seconds);

@@ -85,7 +85,8 @@ void to_json(nlohmann::json& j, const ForwardResult& r) {
        {"calls", r.calls},
        {"seconds", r.seconds},
        {"best_seconds", r.best_seconds},
-       {"concurrent", r.concurrent}};
+       {"concurrent", r.concurrent},
+       {"context", r.context}};
 }
 void from_json(const nlohmann::json& j, ForwardResult& r) {
   j.at("rank").get_to(r.rank);
@@ -97,6 +98,7 @@ void from_json(const nlohmann::json& j, ForwardResult& r) {
   j.at("seconds").get_to(r.seconds);
   j.at("best_seconds").get_to(r.best_seconds);
   j.at("concurrent").get_to(r.concurrent);
+  j.at("context").get_to(r.context);
 }
 
 void to_json(nlohmann::json& j, const RankResults& r) {

@@ -105,11 +105,22 @@ class Characterize(unittest.TestCase):
         self.assertTrue(np.all(secs > 0))
         self.assertTrue(np.all(fw["best_seconds"][...] > 0))
         concurrent = [int(c) for c in fw["concurrent"][...]]
+        context = [int(c) for c in fw["context"][...]]
+        full = max(context)
         # Alone (AR, SD) always; side by side (SSD) too where a draft rank was launched, the
         # same passes but the host work.
         alone, beside = {}, {}
-        for (model, kind), r, s, c in zip(kinds, rows, secs, concurrent):
-            (beside if c else alone).setdefault((model, kind), []).append((r, s))
+        shorter = []  # (model, rows, context) of the steps timed at a shorter context
+        for (model, kind), r, s, c, n in zip(kinds, rows, secs, concurrent, context):
+            if n == full or model == "host":  # host work has no context (0)
+                (beside if c else alone).setdefault((model, kind), []).append((r, s))
+            else:
+                self.assertEqual(kind, "rows")
+                shorter.append((model, r, n, c))
+        # the 16-token step again at a quarter of the context, per model and timing
+        self.assertEqual(sorted(shorter), sorted(
+            (m, 16 * b, full // 4, c) for m in ("target", "draft") for c in
+            ((0, 1) if draft_rank else (0,))))
         want_beside = {k for k in alone if k[0] != "host"} if draft_rank else set()
         self.assertEqual(set(beside), want_beside)
         for sets in (alone, beside) if draft_rank else (alone,):

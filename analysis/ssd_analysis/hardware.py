@@ -217,11 +217,24 @@ class MeasuredStep:
     """Forward pass timed by a characterize file: the /forward table's measured mean time at
     the row counts it measured for this model (duplicates averaged), linear in between; beyond
     them (and below) the /gemm table's measured per-row increments (each linear shape's time
-    interpolated over its measured rows, extrapolated with the last segment's slope)."""
+    interpolated over its measured rows, extrapolated with the last segment's slope).
 
-    def __init__(self, curves, points, shape=None):
+    The points are timed at one context (characterize --context). Where the file also timed a
+    step at a shorter context, the difference is attention's cost per row and context token,
+    and a step asked for at another `context` adds that cost for the difference."""
+
+    def __init__(self, curves, points, shape=None, measured_context=None,
+                 attention_s_per_row_token=0.0, context=None):
         self.curves, self.shape = curves, shape
         self.points = sorted(points)   # [(rows, seconds)] of measured forward passes
+        self.measured_context = measured_context
+        self.attention_s_per_row_token = attention_s_per_row_token
+        self.context = context
+
+    def _context_shift(self, rows):
+        if self.context is None or self.measured_context is None:
+            return 0.0
+        return self.attention_s_per_row_token * rows * (self.context - self.measured_context)
 
     @staticmethod
     def _interp(rows_pts, secs, rows):
@@ -240,6 +253,9 @@ class MeasuredStep:
         return sum(count * self._interp(x, y, rows) for count, x, y in self.curves)
 
     def __call__(self, rows, sequences=None):
+        return max(self._at_measured_context(rows) + self._context_shift(rows), 0.0)
+
+    def _at_measured_context(self, rows):
         if not self.points:
             return self.gemm(rows)
         xs = [r for r, _ in self.points]
@@ -250,11 +266,11 @@ class MeasuredStep:
         return max(t + self.gemm(rows) - self.gemm(edge), 0.0)
 
     @classmethod
-    def from_characterize(cls, char, role, concurrent=False):
+    def from_characterize(cls, char, role, concurrent=False, context=None):
         """role 'target' or 'draft'; None when the file has no GEMMs of that model.
         concurrent: the forward passes timed side by side with the other model's rank (SSD)
         rather than alone (AR, SD); files without the column, or without such passes, give
-        whatever they timed."""
+        whatever they timed. context: the run's tokens per sequence (None: the file's)."""
         g, names = char.gemm, char.gemm_attrs.get("model_id", {}).get("names", "").split(",")
         if not g or role not in names:
             return None
@@ -280,7 +296,24 @@ class MeasuredStep:
                 side = fm & (np.asarray(f["concurrent"]) == int(concurrent))
                 fm = side if side.any() else fm
             rows, secs = np.asarray(f["rows"], float)[fm], np.asarray(f["seconds"], float)[fm]
-            points = [(float(r), float(secs[rows == r].mean())) for r in np.unique(rows)]
+            ctx = np.asarray(f["context"], float)[fm] if "context" in f else np.zeros(rows.size)
+            main = ctx.max() if ctx.size else 0.0
+            at = ctx == main
+            points = [(float(r), float(secs[at & (rows == r)].mean()))
+                      for r in np.unique(rows[at])]
+            # the most rows also timed at a shorter context: attention's cost per row and
+            # context token, for steps asked for at another context
+            kw = {}
+            both = sorted(set(rows[~at].tolist()) & set(rows[at].tolist()))
+            if both:
+                r = both[-1]
+                short = ctx[~at & (rows == r)].max()
+                t_main = secs[at & (rows == r)].mean()
+                t_short = secs[(ctx == short) & (rows == r)].mean()
+                kw = {"measured_context": float(main), "attention_s_per_row_token":
+                      max(float((t_main - t_short) / (r * (main - short))), 0.0)}
+        else:
+            kw = {}
         shape = None
         cfg = char.models.get(role, {}).get("config_json")
         if cfg:
@@ -288,7 +321,7 @@ class MeasuredStep:
                 shape = shape_of(json.loads(cfg))
             except (KeyError, ValueError, TypeError):
                 shape = None
-        return cls(curves, points, shape)
+        return cls(curves, points, shape, context=context, **kw)
 
     @property
     def overhead_1(self):

@@ -138,14 +138,14 @@ def steps_for(spec, char, hw, tp, context, where):
     if char is not None and tp == 1:
         for role, s in H.characterize_specs(char).items():
             if _same_spec(s, spec):
-                step = H.MeasuredStep.from_characterize(char, role)
+                step = H.MeasuredStep.from_characterize(char, role, context=context)
                 if step is not None:
                     return step, step.shape or H.shape_of(spec, where)
     shape = H.shape_of(spec, where)
     return H.RooflineStep(shape, hw, tp, context), shape
 
 
-def beside_steps(target, draft, char, tp, D):
+def beside_steps(target, draft, char, tp, D, context=None):
     """(target, draft) costs timed side by side, as SSD overlaps them, when the characterize
     file measured this very pair with a separate draft rank; else (None, None): how much two
     ranks slow each other depends on which two models share the memory."""
@@ -155,8 +155,8 @@ def beside_steps(target, draft, char, tp, D):
     if not (_same_spec(specs.get("target", ""), target) and
             _same_spec(specs.get("draft", ""), draft)):
         return None, None
-    return (H.MeasuredStep.from_characterize(char, "target", concurrent=True),
-            H.MeasuredStep.from_characterize(char, "draft", concurrent=True))
+    return tuple(H.MeasuredStep.from_characterize(char, role, concurrent=True, context=context)
+                 for role in ("target", "draft"))
 
 
 def cmd_predict(args):
@@ -208,7 +208,7 @@ def predict_grid(args, out=print):
         for b in args.batch_size:
             for D in args.draft_ranks:
                 lay = layout_for(t_step, d_step, hw, t_shape.vocab, D,
-                                 beside=beside_steps(target, draft, char, tp, D))
+                                 beside=beside_steps(target, draft, char, tp, D, ctx))
                 ar = P.predict_ar(lay, b, args.temperature)
                 sd = P.best_over_k(lambda k: P.predict_sd(lay, b, k, args.alpha,
                                                           args.temperature), ks)
@@ -294,7 +294,7 @@ def predict_run(run, char):
     D = max(int(run.config.get("draft_ranks", 1) or 0), 0)
     tp = int(run.config.get("target_tp", 1))
     lay = layout_for(t_step, d_step, hw, shape.vocab, max(D, 1), collocated=(D == 0),
-                     beside=beside_steps(t_spec, d_spec, char, tp, D))
+                     beside=beside_steps(t_spec, d_spec, char, tp, D, ctx))
     alpha, r, alpha_b, r_b = run_inputs(run)
     info = {"alpha": alpha, "r": r}
     if run.mode == "sd":

@@ -195,6 +195,24 @@ class SideBySide(unittest.TestCase):
         self.assertEqual(PC.beside_steps("llama-124m", "llama-12m", char, 1, 0), (None, None))
         self.assertEqual(PC.beside_steps("llama-124m", "llama-12m", char, 2, 1), (None, None))
 
+    def test_attention_cost_scales_to_the_runs_context(self):
+        char = fake_characterize()
+        fw = char.tables["forward"]
+        # the 5-row target step alone also at a quarter of the context, 4 ms faster
+        for column, value in (("model_id", 0), ("rows", 5), ("seconds", 0.011),
+                              ("concurrent", 0)):
+            fw[column] = fw[column] + [value]
+        fw["context"] = [128] * 8 + [32]
+        per_row_token = 0.004 / (5 * 96)
+        at_file = H.MeasuredStep.from_characterize(char, "target")
+        at_run = H.MeasuredStep.from_characterize(char, "target", context=40)
+        self.assertAlmostEqual(at_file(5), 0.015)   # the short-context point is not a point
+        self.assertAlmostEqual(at_run(5), 0.015 - per_row_token * 5 * 88)
+        self.assertAlmostEqual(at_run(1), 0.010 - per_row_token * 1 * 88)
+        # the draft timed no shorter context: no shift
+        self.assertAlmostEqual(H.MeasuredStep.from_characterize(char, "draft", context=40)(1),
+                               0.001)
+
     def test_ssd_slower_beside_sd_and_ar_unchanged(self):
         from ssd_analysis import predict_cli as PC
         char = fake_characterize()

@@ -3,6 +3,7 @@ import argparse
 import csv
 import json
 import math
+import os
 import re
 import sys
 
@@ -325,16 +326,25 @@ def validate(args, out=print):
     runs, errors = sio.load_runs(args.validate)
     for e in errors:
         print(f"ssd-analyze predict: {e}", file=sys.stderr)
+    # The AR run of each SD/SSD run's own sweep (same folder, same sweep key), for speedups.
+    baselines = {}
+    for run in runs:
+        if not run.is_characterize and run.mode == "ar":
+            baselines.setdefault((os.path.dirname(run.path), run.sweep_key()), run)
     rows = []
     for run in runs:
         if run.is_characterize:
             continue
         try:
             pred, info = predict_run(run, char)
+            base = baselines.get((os.path.dirname(run.path), run.sweep_key()))
+            speedup = (pred.tok_s / predict_run(base, char)[0].tok_s, run.tok_s / base.tok_s) \
+                if base is not None and run.mode != "ar" else (math.nan, math.nan)
         except H.InputError as e:
             print(f"ssd-analyze predict: {e}", file=sys.stderr)
             continue
         err = M.relative_error(pred.tok_s, run.tok_s)
+        x_err = M.relative_error(*speedup)
         # More ranks than the host has CPUs: the draft ranks took the target's cores, which the
         # model (every rank on hardware of its own) does not describe; shown, not counted.
         ranks = int(run.config.get("target_tp", 1) or 1) + max(
@@ -346,19 +356,26 @@ def validate(args, out=print):
             "K": run.lookahead or None, "fanout": run.fanout, "fallback": pred.fallback,
             "alpha": info.get("alpha"), "r": info.get("r"), "p_hit": pred.p_hit,
             "T_p": pred.t_p, "predicted": pred.tok_s, "measured": run.tok_s, "rel_err": err,
-            "within": abs(err) <= args.tol, "oversubscribed": oversubscribed})
+            "within": abs(err) <= args.tol, "oversubscribed": oversubscribed,
+            "x_pred": speedup[0], "x_meas": speedup[1], "x_err": x_err,
+            "x_within": abs(x_err) <= args.tol if math.isfinite(x_err) else None})
     cols = ["file", "mode", "target", "draft", "b", "K", "fanout", "fallback", "alpha", "r",
-            "p_hit", "T_p", "predicted", "measured", "rel_err", "within"]
+            "p_hit", "T_p", "predicted", "measured", "rel_err", "within", "x_pred", "x_meas",
+            "x_err"]
     for r in rows:
         for c, spec in (("alpha", ".3f"), ("r", ".2f"), ("p_hit", ".3f"), ("T_p", ".2f"),
-                        ("predicted", ".1f"), ("measured", ".1f"), ("rel_err", "+.1%")):
+                        ("predicted", ".1f"), ("measured", ".1f"), ("rel_err", "+.1%"),
+                        ("x_pred", ".3f"), ("x_meas", ".3f"), ("x_err", "+.1%")):
             r[c + "_txt"] = _fmt(r[c], spec)
         r["within_txt"] = ("n/a: ranks > CPUs" if r["oversubscribed"] else
                            "yes" if r["within"] else "NO")
     header = {"characterize": f"{args.characterize} ({char.attrs.get('target')} + "
                               f"{char.attrs.get('draft')}, {char.attrs.get('backend')})",
               "inputs": "alpha, r, K, b, fan-out, fallback from each run; step costs from "
-                        "the characterize file only", "tolerance": f"{args.tol:.0%}"}
+                        "the characterize file only", "tolerance": f"{args.tol:.0%}",
+              "x_pred, x_meas, x_err": "an SD/SSD run's speedup over the AR run of its own "
+                                       "sweep, predicted and measured: the host's drift "
+                                       "between characterize and the sweep cancels"}
     _emit(rows, cols, args.format, header, out)
     counted = [r for r in rows if not r["oversubscribed"]]
     n_ok = sum(r["within"] for r in counted)
@@ -370,4 +387,10 @@ def validate(args, out=print):
             + (f"; {skipped} oversubscribed runs (more ranks than host CPUs) not counted"
                if skipped else "")
             + ("" if n_ok == len(counted) else "; see analysis/README.md, 'predict', for why"))
+        x = [r for r in counted if r["x_within"] is not None]
+        if x:
+            x_errs = np.abs([r["x_err"] for r in x])
+            out(f"# speedup over the sweep's AR run: {sum(r['x_within'] for r in x)} of {len(x)} "
+                f"SD/SSD runs within {args.tol:.0%} (median |error| {np.median(x_errs):.1%}, "
+                f"max {np.max(x_errs):.1%})")
     return 0 if rows else 2

@@ -271,18 +271,27 @@ class Validation(unittest.TestCase):
         spec = [r for r in rows if r["target"] == "llama-124m" and r["mode"] != "ar"
                 and not r["oversubscribed"]]
         self.assertGreater(len(spec), 10)
+        # Speedup over the AR run of the run's own sweep, predicted and measured: the host's
+        # drift between characterize and a sweep minutes later cancels (this set: characterize
+        # timed the AR step at 7.7 ms, the sweeps' AR runs took 8.0-8.7 ms; two sweeps' AR
+        # runs of the same batch-2 configuration gave 180.7 and 204.0 tok/s). The bar is the
+        # median and most runs: median within 10%, 60% of runs within 10%, none beyond 25%.
+        speedup = np.abs([r["x_err"] for r in spec])
+        detail = [(r["file"], round(r["x_err"], 3), round(r["rel_err"], 3)) for r in spec]
+        self.assertLessEqual(np.median(speedup), 0.10, detail)
+        self.assertGreaterEqual(np.sum(speedup <= 0.10), 0.6 * len(spec), detail)
+        self.assertLessEqual(speedup.max(), 0.25, detail)
+        # tok/s carries that drift whole: a sanity bound, not the model's bar
         errors = np.abs([r["rel_err"] for r in spec])
-        detail = [(r["file"], round(r["rel_err"], 3)) for r in spec]
-        # This shared host moves the same run by ~12% between sweeps, so the bar is the median
-        # and most runs, not every run: median within 10%, 60% of runs within 10%, none
-        # beyond 25%.
-        self.assertLessEqual(np.median(errors), 0.10, detail)
-        self.assertGreaterEqual(np.sum(errors <= 0.10), 0.6 * len(spec), detail)
-        self.assertLessEqual(errors.max(), 0.25, detail)
+        self.assertLessEqual(np.median(errors), 0.20, detail)
+        self.assertLessEqual(errors.max(), 0.50, detail)
         text = analyze("--validate", *RUNS, "--characterize", CHAR).stdout
         counted = [r for r in rows if not r["oversubscribed"]]
         n = sum(r["within"] for r in counted)
         self.assertIn(f"# {n} of {len(counted)} runs within 10%", text)
+        x = [r for r in counted if r["x_within"] is not None]
+        self.assertIn(f"# speedup over the sweep's AR run: {sum(r['x_within'] for r in x)} of "
+                      f"{len(x)} SD/SSD runs within 10%", text)
 
 
 if __name__ == "__main__":

@@ -81,9 +81,9 @@ class Backend {
   virtual Buffer upload_weight_as(const float* host, size_t count, DType /*storage*/) {
     return upload_weight(host, count);
   }
-  // A weight matrix, HF [out_dim, in], that only ever enters matmul as `w` (never embed,
-  // to_host or copy): the backend may lay it out for its GEMM. By default it is stored as
-  // upload_weight_as stores it.
+  // A weight matrix, HF [out_dim, in], that enters matmul as `w` (and embed as `table`, a
+  // tied embedding; never to_host or copy): the backend may lay it out for its GEMM, and its
+  // embed then reads that layout. By default it is stored as upload_weight_as stores it.
   virtual Buffer upload_matrix(const float* host, int out_dim, int in, DType storage) {
     return upload_weight_as(host, size_t(out_dim) * size_t(in), storage);
   }
@@ -99,7 +99,7 @@ class Backend {
   virtual void synchronize() = 0;
 
   // --- ops; all matrices row-major ---
-  // out[r][:] = table[tokens[r]][:]
+  // out[r][:] = table[tokens[r]][:] (table from upload_weight_as, or upload_matrix if tied)
   virtual void embed(Buffer& out, const Buffer& table, const int32_t* tokens, int rows,
                      int dim) = 0;
   // out[r][:] = x[r][:] / rms(x[r][:]) * weight[:]; also used per head (Qwen3 q/k norm).

@@ -21,9 +21,11 @@ class Loader {
   Loader(WeightSource& source, Backend& backend, const Shard& shard, Weights& weights)
       : source_(source), backend_(backend), shard_(shard), weights_(weights) {}
 
-  // The embedding table: rows gathered by embed, so row-major (and the tied head's memory).
-  Buffer table(const std::string& name, int64_t rows, int64_t cols) {
-    return upload(name, {0, rows, 0, cols}, weights_.dtype, false);
+  // The embedding table: rows gathered by embed. A tied table is also the lm_head, the
+  // largest matrix of a small model (the llama-12m draft's 8 M of 11 M weights), so it is
+  // stored as a matrix, laid out for the GEMM; embed reads either layout.
+  Buffer table(const std::string& name, int64_t rows, int64_t cols, bool also_head) {
+    return upload(name, {0, rows, 0, cols}, weights_.dtype, also_head);
   }
   // A whole [out, in] matrix (an untied lm_head).
   Buffer whole(const std::string& name, int64_t rows, int64_t cols) {
@@ -79,7 +81,7 @@ Weights load_weights(WeightSource& source, Backend& backend, const Shard& shard,
   try {
     Loader load(source, backend, shard, w);
     const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
-    w.embed = load.table("model.embed_tokens.weight", c.vocab_size, hidden);
+    w.embed = load.table("model.embed_tokens.weight", c.vocab_size, hidden, c.tie_word_embeddings);
     for (int i = 0; i < c.num_hidden_layers; ++i) {
       const std::string p = "model.layers." + std::to_string(i) + ".";
       LayerWeights& layer = w.layers.emplace_back();

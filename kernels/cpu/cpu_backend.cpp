@@ -118,8 +118,15 @@ void CpuBackend::copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t 
 }
 
 void CpuBackend::embed(Buffer& out, const Buffer& table, const int32_t* tokens, int rows, int dim) {
-  for (int r = 0; r < rows; ++r)
-    to_host(f(out) + size_t(r) * dim, table, size_t(tokens[r]) * dim, dim);
+  for (int r = 0; r < rows; ++r) {
+    float* row = f(out) + size_t(r) * dim;
+    if (!table.packed)
+      to_host(row, table, size_t(tokens[r]) * dim, dim);
+    else if (table.dtype == DType::BF16)  // a tied table, stored for the head's GEMM
+      packed_matrix_row_bf16(row, bf16(table), tokens[r], dim);
+    else
+      packed_matrix_row(row, f(table), tokens[r], dim);
+  }
 }
 
 void CpuBackend::rmsnorm(Buffer& out, const Buffer& x, const Buffer& weight, int rows, int dim,

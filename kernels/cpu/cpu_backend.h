@@ -76,6 +76,9 @@ void matmul_invariant_bf16(float* out, const float* x, const uint16_t* w, int ro
 size_t packed_matrix_count(int out_dim, int in);
 void pack_matrix(float* dst, const float* w, int out_dim, int in);
 void pack_matrix_bf16(uint16_t* dst, const uint16_t* w, int out_dim, int in);
+// One row of a packed matrix, widened to fp32 (an embedding lookup in a tied table).
+void packed_matrix_row(float* dst, const float* w, int row, int in);
+void packed_matrix_row_bf16(float* dst, const uint16_t* w, int row, int in);
 void matmul_packed(float* out, const float* x, const float* w, int rows, int in, int out_dim,
                    int threads);
 void matmul_packed_bf16(float* out, const float* x, const uint16_t* w, int rows, int in,

@@ -150,7 +150,27 @@ void packed(float* out, const float* x, const W* w, int rows, int in, int out_di
   }
 }
 
+// Row `row` of a packed matrix, widened to fp32, read from its panel's interleaved vectors and
+// tail.
+template <typename W>
+void unpack_row(float* dst, const W* w, int row, int in) {
+  const int in_vec = in / kLanes * kLanes, tail = in - in_vec, j = row % kPanel;
+  const W* panel = w + size_t(row / kPanel) * kPanel * in;
+  for (int k = 0; k < in_vec; ++k)
+    dst[k] = widen(panel[(size_t(k / kLanes) * kPanel + j) * kLanes + k % kLanes]);
+  for (int t = 0; t < tail; ++t)
+    dst[in_vec + t] = widen(panel[size_t(kPanel) * in_vec + size_t(j) * tail + t]);
+}
+
 }  // namespace
+
+void packed_matrix_row(float* dst, const float* w, int row, int in) {
+  unpack_row(dst, w, row, in);
+}
+
+void packed_matrix_row_bf16(float* dst, const uint16_t* w, int row, int in) {
+  unpack_row(dst, w, row, in);
+}
 
 size_t packed_matrix_count(int out_dim, int in) {
   return size_t(panels(out_dim)) * kPanel * size_t(in);

@@ -31,8 +31,12 @@ std::vector<float> nan_filled(size_t count) {
 struct Shape {
   int in, out;
 };
-// k tails (203, 19, 37), one panel short of rows (37, 5, 3, 1), whole panels (8, 40, 768 x 64).
-const Shape kShapes[] = {{203, 37}, {19, 8}, {259, 5}, {768, 64}, {37, 3}, {16, 1}, {64, 40}};
+// k tails (203, 19, 37, 2051), one panel short of rows (37, 5, 3, 1, 13), whole panels (8, 40,
+// 768 x 64). One row: two panels at a time, with an odd panel out where the count is odd. k-blocks
+// (x of 4 or 5 rows beyond matmul_packed.cpp's kXFitsBytes): 2051 (two blocks for 4 rows, three
+// for 5, and a tail), 1500 x 170 (5 rows; two groups of panels).
+const Shape kShapes[] = {{203, 37}, {19, 8},  {259, 5},   {768, 64},  {37, 3},
+                         {16, 1},   {64, 40}, {2051, 13}, {1500, 170}};
 constexpr int kMaxRows = 17;
 
 // The kernels of one weight type: the row-major reference, the packer and the packed GEMM.

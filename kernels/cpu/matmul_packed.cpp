@@ -17,8 +17,10 @@
 // so a packed matrix gives matmul_invariant's bits, for any number of rows and threads.
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/simd.h"
@@ -57,37 +59,79 @@ void pack(W* dst, const W* w, int out_dim, int in) {
   }
 }
 
-// R rows of x against one panel; writes columns [j0, j0 + columns) (columns < kPanel only in
-// the last panel).
-template <int R, typename W>
+// k-blocks. A tile reads its rows of x once per panel, and they stay in L1 only while they fit
+// there beside the weight stream. 5 rows of a 2048-wide down_proj are 40 KB (a Zen 5 L1 holds
+// 48): bf16 5-row calls then took 1.6x the time of one row (bench_gemm, 124m.down: 148 against
+// 81 us). So when one tile's x exceeds kXFitsBytes, the GEMM walks k in blocks of x that fit
+// (kXBlockBytes): for each block, every panel of a group of kGroupPanels adds the block's
+// products to its accumulators, which wait in a scratch between blocks. Each lane still takes its
+// k-vectors in order, and storing a vector and loading it back is exact, so the sums are bit for
+// bit those of one pass. Only tiles of 3 to kMaxTileRows rows block: those are compute-bound and
+// gained 25-35% (bf16) and ~5% (fp32); two rows are memory-bound, and fp32's read a block-sized
+// chunk per panel more slowly than one long stream (1b.down 1.78 -> 2.04 ms); more rows than one
+// tile re-read the scratch once per tile, and 16-row calls ran 1.5x slower blocked.
+constexpr size_t kXFitsBytes = 24 * 1024;
+constexpr size_t kXBlockBytes = 16 * 1024;
+constexpr int kGroupPanels = 32;
+
+// Elements of k per block for `rows` rows (a multiple of kLanes), or in_vec for one pass.
+int k_block(int rows, int in_vec) {
+  if (rows < 3 || rows > kMaxTileRows || size_t(rows) * in_vec * sizeof(float) <= kXFitsBytes)
+    return in_vec;
+  return std::max(kLanes, int(kXBlockBytes / sizeof(float) / size_t(rows)) / kLanes * kLanes);
+}
+
+// Where a tile's accumulators wait between k-blocks: kPanel vectors per row.
+struct Saved {
+  float* at;  // row r, column j at at[(r * kPanel + j) * kLanes]; unused with one k-block
+  float* row(int r) const { return at + size_t(r) * kPanel * kLanes; }
+};
+
+// R rows of x against one panel, over the k-vectors [k0, k1) of the panel's in_vec: starts from
+// zero at k0 == 0 (else from `saved`), writes columns [j0, j0 + columns) at k1 == in_vec (else
+// saves the accumulators). columns < kPanel only in the last panel. Blocked is a template
+// argument so that one pass (every call but k-blocked ones) compiles to the tile it was before
+// k-blocks: its multi-row GEMMs measured 3-5% slower with k0, k1 and the prefetch distance read
+// at run time.
+template <int R, bool Blocked, typename W>
 inline void panel_tile(float* out, const float* x, const W* panel, int in, int out_dim, int r0,
-                       int j0, int columns) {
+                       int j0, int columns, int k0, int k1, Saved saved, size_t prefetch_ahead) {
+  const int in_vec = in / kLanes * kLanes;
+  if constexpr (!Blocked) k0 = 0, k1 = in_vec, prefetch_ahead = kPrefetchAhead;
   vec acc[R][kPanel];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int j = 0; j < kPanel; ++j) acc[r][j] = zero_vec();
+    for (int j = 0; j < kPanel; ++j)
+      acc[r][j] = !Blocked || k0 == 0 ? zero_vec() : load_vec(saved.row(r0 + r) + j * kLanes);
   const float* xrow[R];
 #pragma GCC unroll 16
   for (int r = 0; r < R; ++r) xrow[r] = x + size_t(r0 + r) * in;
-  const int in_vec = in / kLanes * kLanes;
-  const W* wp = panel;
-  for (int k = 0; k < in_vec; k += kLanes, wp += kPanel * kLanes) {
+  const W* wp = panel + size_t(k0) * kPanel;
+  for (int k = k0; k < k1; k += kLanes, wp += kPanel * kLanes) {
     vec wv[kPanel];
 #pragma GCC unroll 16
     for (int j = 0; j < kPanel; ++j) {
       // One row: the hardware prefetcher follows the single stream on its own (a software
       // prefetch measured level or slower). Several rows: the FMAs take longer than the
       // loads, and without a prefetch far ahead into L2 the stream stalls behind them (see
-      // kPrefetchAhead).
+      // kPrefetchAhead); with k-blocks the stream goes on in the next panel, prefetch_ahead
+      // bytes on.
       const size_t offset = size_t(j) * kLanes * sizeof(W);
       if constexpr (R > 1)
         if (offset % 64 == 0)
-          __builtin_prefetch(reinterpret_cast<const char*>(wp) + offset + kPrefetchAhead, 0, 1);
+          __builtin_prefetch(reinterpret_cast<const char*>(wp) + offset + prefetch_ahead, 0, 1);
       wv[j] = load_vec(wp + j * kLanes);
       keep_in_register<R, W>(wv[j]);
     }
     accumulate(acc, wv, xrow, k);
+  }
+  if (Blocked && k1 < in_vec) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < kPanel; ++j) store_vec(saved.row(r0 + r) + j * kLanes, acc[r][j]);
+    return;
   }
   const int tail = in - in_vec;
   const W* tail_part = panel + size_t(kPanel) * in_vec;
@@ -97,56 +141,157 @@ inline void panel_tile(float* out, const float* x, const W* panel, int in, int o
           finish_dot(acc[r][j], xrow[r] + in_vec, tail_part + size_t(j) * tail, tail);
 }
 
+// One row of x against two panels at once, the one-row case (decode) when its x is small: two
+// independent weight streams in flight instead of one. bench_gemm bf16, one row, 3 interleaved
+// repetitions: 124m.gate 85 -> 69 us, 124m.head 1.31 -> 1.08 ms, 1b.gate 0.88 -> 0.73 ms (fp32
+// 5-10%). With a large x (1b.down, 32 KB) the two streams ran 1.4x slower, so such rows keep one
+// stream (kXBlockBytes). Each element is summed as in panel_tile: the same k order and finish.
+template <typename W>
+inline void two_panel_row(float* out, const float* x, const W* panel_a, const W* panel_b, int in,
+                          int j_a, int j_b, int columns_b) {
+  const int in_vec = in / kLanes * kLanes;
+  vec acc[2][kPanel];
+#pragma GCC unroll 16
+  for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 16
+    for (int j = 0; j < kPanel; ++j) acc[h][j] = zero_vec();
+  const W* wa = panel_a;
+  const W* wb = panel_b;
+  for (int k = 0; k < in_vec; k += kLanes, wa += kPanel * kLanes, wb += kPanel * kLanes) {
+    const vec xv = load_vec(x + k);
+#pragma GCC unroll 16
+    for (int j = 0; j < kPanel; ++j) acc[0][j] = fma_vec(xv, load_vec(wa + j * kLanes), acc[0][j]);
+#pragma GCC unroll 16
+    for (int j = 0; j < kPanel; ++j) acc[1][j] = fma_vec(xv, load_vec(wb + j * kLanes), acc[1][j]);
+  }
+  const int tail = in - in_vec;
+  const W* tail_a = panel_a + size_t(kPanel) * in_vec;
+  const W* tail_b = panel_b + size_t(kPanel) * in_vec;
+  for (int j = 0; j < kPanel; ++j)
+    out[j_a + j] = finish_dot(acc[0][j], x + in_vec, tail_a + size_t(j) * tail, tail);
+  for (int j = 0; j < columns_b; ++j)
+    out[j_b + j] = finish_dot(acc[1][j], x + in_vec, tail_b + size_t(j) * tail, tail);
+}
+
+// What every tile of one panel over one k-block shares.
+template <typename W>
+struct PanelPass {
+  float* out;
+  const float* x;
+  const W* panel;
+  int in, out_dim, j0, columns, k0, k1;
+  Saved saved;
+  size_t prefetch_ahead;
+  bool blocked;
+
+  template <int R>
+  void tile(int r0) const {
+    if (blocked)
+      panel_tile<R, true>(out, x, panel, in, out_dim, r0, j0, columns, k0, k1, saved,
+                          prefetch_ahead);
+    else
+      panel_tile<R, false>(out, x, panel, in, out_dim, r0, j0, columns, k0, k1, saved,
+                           prefetch_ahead);
+  }
+};
+
 // All rows against one panel, in tiles of at most kMaxTileRows. With 32 registers, more than
 // 5 rows run as tiles of 4 (a leftover single row would run at a quarter of the FMA rate, so
 // rows % 4 == 1 ends 2 + 3); with 16, as tiles of 2 and a last 1.
 template <typename W>
-void panel_rows(float* out, const float* x, const W* panel, int rows, int in, int out_dim, int j0,
-                int columns) {
+void panel_rows(const PanelPass<W>& pass, int rows) {
   if constexpr (kMaxTileRows >= 5) {
     switch (rows) {
       case 1:
-        return panel_tile<1>(out, x, panel, in, out_dim, 0, j0, columns);
+        return pass.template tile<1>(0);
       case 2:
-        return panel_tile<2>(out, x, panel, in, out_dim, 0, j0, columns);
+        return pass.template tile<2>(0);
       case 3:
-        return panel_tile<3>(out, x, panel, in, out_dim, 0, j0, columns);
+        return pass.template tile<3>(0);
       case 4:
-        return panel_tile<4>(out, x, panel, in, out_dim, 0, j0, columns);
+        return pass.template tile<4>(0);
       case 5:
-        return panel_tile<5>(out, x, panel, in, out_dim, 0, j0, columns);
+        return pass.template tile<5>(0);
     }
     int r = 0;
     const int fours = rows % 4 == 1 ? rows / 4 - 1 : rows / 4;
-    for (int t = 0; t < fours; ++t, r += 4)
-      panel_tile<4>(out, x, panel, in, out_dim, r, j0, columns);
+    for (int t = 0; t < fours; ++t, r += 4) pass.template tile<4>(r);
     switch (rows - r) {
       case 5:
-        panel_tile<2>(out, x, panel, in, out_dim, r, j0, columns);
-        panel_tile<3>(out, x, panel, in, out_dim, r + 2, j0, columns);
+        pass.template tile<2>(r);
+        pass.template tile<3>(r + 2);
         break;
       case 3:
-        panel_tile<3>(out, x, panel, in, out_dim, r, j0, columns);
+        pass.template tile<3>(r);
         break;
       case 2:
-        panel_tile<2>(out, x, panel, in, out_dim, r, j0, columns);
+        pass.template tile<2>(r);
         break;
     }
   } else {
     int r = 0;
-    for (; r + 2 <= rows; r += 2) panel_tile<2>(out, x, panel, in, out_dim, r, j0, columns);
-    if (r < rows) panel_tile<1>(out, x, panel, in, out_dim, r, j0, columns);
+    for (; r + 2 <= rows; r += 2) pass.template tile<2>(r);
+    if (r < rows) pass.template tile<1>(r);
   }
+}
+
+// Panels [first, last) over every k-block; `scratch` holds the group's accumulators (rows x
+// kPanel vectors per panel) when there is more than one block.
+template <typename W>
+void panel_group(float* out, const float* x, const W* w, int rows, int in, int out_dim, int first,
+                 int last, float* scratch) {
+  const int in_vec = in / kLanes * kLanes, block = k_block(rows, in_vec);
+  const size_t panel_bytes = size_t(kPanel) * in * sizeof(W);
+  // One pass: the panels follow each other, one stream. Blocks: a block's slice of the next
+  // panels is what comes next.
+  const size_t ahead = block >= in_vec ? kPrefetchAhead : 2 * panel_bytes;
+  int k0 = 0;
+  do {  // once when in_vec is 0: the k tail alone
+    const int k1 = std::min(k0 + block, in_vec);
+    PanelPass<W> pass{out, x, w, in, out_dim, 0, 0, k0, k1, Saved{scratch}, ahead, block < in_vec};
+    for (int p = first; p < last; ++p) {
+      pass.panel = w + size_t(p) * kPanel * in;
+      pass.j0 = p * kPanel;
+      pass.columns = std::min(kPanel, out_dim - pass.j0);
+      pass.saved.at = scratch + size_t(p - first) * rows * kPanel * kLanes;
+      panel_rows(pass, rows);
+    }
+    k0 = k1;
+  } while (k0 < in_vec);
 }
 
 template <typename W>
 void packed(float* out, const float* x, const W* w, int rows, int in, int out_dim, int threads) {
   const int count = panels(out_dim);
+  const size_t panel_size = size_t(kPanel) * in;
+  if (rows == 1 && size_t(in) * sizeof(float) <= kXBlockBytes) {
+    // Panel p beside panel p + half: the first full, the second possibly the last, short one.
+    const int half = (count + 1) / 2;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int p = 0; p < count; ++p) {
-    const int j0 = p * kPanel;
-    const int columns = out_dim - j0 < kPanel ? out_dim - j0 : kPanel;
-    panel_rows(out, x, w + size_t(p) * kPanel * in, rows, in, out_dim, j0, columns);
+    for (int p = 0; p < half; ++p) {
+      const int q = p + half;
+      if (q < count)
+        two_panel_row(out, x, w + p * panel_size, w + q * panel_size, in, p * kPanel, q * kPanel,
+                      std::min(kPanel, out_dim - q * kPanel));
+      else
+        panel_group(out, x, w, rows, in, out_dim, p, p + 1, nullptr);
+    }
+    return;
+  }
+  const int in_vec = in / kLanes * kLanes;
+  if (k_block(rows, in_vec) >= in_vec) {
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int p = 0; p < count; ++p) panel_group(out, x, w, rows, in, out_dim, p, p + 1, nullptr);
+    return;
+  }
+  const int groups = (count + kGroupPanels - 1) / kGroupPanels;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    std::vector<float> scratch(size_t(kGroupPanels) * rows * kPanel * kLanes);
+#pragma omp for schedule(static)
+    for (int g = 0; g < groups; ++g)
+      panel_group(out, x, w, rows, in, out_dim, g * kGroupPanels,
+                  std::min(count, (g + 1) * kGroupPanels), scratch.data());
   }
 }
 

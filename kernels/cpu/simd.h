@@ -35,6 +35,9 @@ inline vec load_vec(const uint16_t* p) {  // 16 bf16 -> 16 fp32: zero-extend, sh
   const __m512i wide = _mm512_maskz_cvtepu16_epi32(kAll16, half);
   return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(kAll16, wide, 16));
 }
+inline void store_vec(float* p, vec v) {
+  _mm512_storeu_ps(p, v);
+}
 inline vec zero_vec() {
   return _mm512_setzero_ps();
 }
@@ -60,6 +63,9 @@ inline vec load_vec(const float* p) {
 inline vec load_vec(const uint16_t* p) {  // 8 bf16 -> 8 fp32: zero-extend, shift to the top
   const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
+inline void store_vec(float* p, vec v) {
+  _mm256_storeu_ps(p, v);
 }
 inline vec zero_vec() {
   return _mm256_setzero_ps();
@@ -91,6 +97,9 @@ inline vec load_vec(const uint16_t* p) {
   vec v;
   for (int i = 0; i < 8; ++i) v[i] = bf16_to_float(p[i]);
   return v;
+}
+inline void store_vec(float* p, vec v) {
+  std::memcpy(p, &v, sizeof(v));
 }
 inline vec zero_vec() {
   return vec{};

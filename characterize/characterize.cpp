@@ -155,10 +155,27 @@ RankResults measure_rank(const CharacterizeConfig& c, Launch& launch, Characteri
         c.comm_max_bytes, c.min_time);
   MPI_Barrier(MPI_COMM_WORLD);
   if (c.forward) {
-    auto time_forwards = [&](const ForwardPlan& plan, bool target, bool draft) {
+    // SD's collocated round on the target's leader, beside the target's own passes: with the
+    // draft it holds, or (a separate draft rank launched, as SSD has it) a copy of its own for
+    // this phase, as an SD run on the target's ranks would hold it.
+    struct ReleasedCopy {  // freed on every path out, an exception included
+      std::optional<Model> model;
+      ~ReleasedCopy() {
+        if (model) release_model(*model);
+      }
+    } sd_copy;
+    Model* sd_draft = nullptr;
+    if (layout.is_run_leader() && launch.draft) {
+      if (!launch.draft_model)
+        sd_copy.model =
+            load_model(*launch.draft_source, backend, {}, nullptr, launch.draft->weight_dtype);
+      sd_draft = launch.draft_model ? &*launch.draft_model : &*sd_copy.model;
+    }
+    auto time_forwards = [&](const ForwardPlan& plan, bool target, bool draft,
+                             Model* sd = nullptr) {
       std::vector<ForwardResult> out;
       if (target && is_target)
-        out = time_target_forwards(*launch.target_model, layout.group, layout.world_rank, plan);
+        out = time_target_forwards(*launch.target_model, layout.group, layout.world_rank, plan, sd);
       if (draft && holds)
         for (const ForwardResult& f :
              time_draft_forwards(*launch.draft_model, layout.world_rank, plan))
@@ -168,7 +185,7 @@ RankResults measure_rank(const CharacterizeConfig& c, Launch& launch, Characteri
     ForwardPlan plan{K, b, c.context, c.branch_rows, c.min_time};
     // Each model alone, the other's ranks waiting: AR has no draft, and SD's draft and target
     // take turns, so their steps run on otherwise quiet memory.
-    time_forwards(plan, true, false);
+    time_forwards(plan, true, false, sd_draft);
     MPI_Barrier(MPI_COMM_WORLD);
     time_forwards(plan, false, true);
     MPI_Barrier(MPI_COMM_WORLD);

@@ -2,68 +2,20 @@
 // them (so TP followers, their broadcasts and all-reduces are included): the target's AR step
 // and K+1-token verification, the draft's one-token step, its glue step (K+1 tokens per
 // sequence, what SSD runs before building a cache), SSD's branch-masked branch steps, and for
-// both models the cost curve over 2-16 tokens per sequence ("rows").
+// both models the cost curve over 2-16 tokens per sequence ("rows") and one token for each of
+// many sequences ("sequences"). SD's and SSD's rounds are rounds.cpp's.
 #include <algorithm>
 #include <functional>
 #include <utility>
 
 #include "characterize/parts.h"
+#include "characterize/steps.h"
 #include "ssd/model_group.h"
 #include "ssd/saguaro_sampling.h"
 #include "ssd/sampling.h"
 
 namespace ssd {
 namespace {
-
-// Deterministic token ids spread over the vocabulary.
-int32_t token_at(int64_t i, int vocab) {
-  return int32_t((7919 * i + 3) % vocab);
-}
-
-// A fresh cache whose `sequences` sequences hold `context` committed tokens each.
-void prefill(ModelGroup& g, int sequences, int context, int capacity) {
-  g.reset_cache(sequences, capacity);
-  const int vocab = g.config().vocab_size;
-  ForwardBatch b;
-  for (int s = 0; s < sequences; ++s) {
-    std::vector<int32_t> tokens(static_cast<size_t>(context));
-    for (int i = 0; i < context; ++i) tokens[size_t(i)] = token_at(int64_t(s) * context + i, vocab);
-    b.add_causal(s, 0, tokens, ForwardBatch::Logits::Last);
-  }
-  std::vector<float> logits;
-  g.forward(b, logits);
-  for (int s = 0; s < sequences; ++s) g.lengths()[size_t(s)] = context;
-}
-
-// `per_sequence` new tokens after each sequence's context, every one's logits wanted when
-// all_logits (verification, glue), else the last (a decode step).
-ForwardBatch causal_step(int sequences, int context, int per_sequence, int vocab, bool all_logits) {
-  ForwardBatch b;
-  for (int s = 0; s < sequences; ++s) {
-    std::vector<int32_t> tokens(static_cast<size_t>(per_sequence));
-    for (int i = 0; i < per_sequence; ++i) tokens[size_t(i)] = token_at(1000 + s * 31 + i, vocab);
-    b.add_causal(s, context, tokens,
-                 all_logits ? ForwardBatch::Logits::All : ForwardBatch::Logits::Last);
-  }
-  return b;
-}
-
-// The first of SSD's K branch steps over `rows` branches (SaguaroDrafter::build_cache): branch
-// j of sequence s guesses the bonus token after k = j mod (K+1) accepted draft tokens, sits at
-// position context + k in its own scratch slot, and sees the committed prefix, the speculation's
-// first k slots and its own slot (paper Figure 8).
-ForwardBatch branch_step(int sequences, int context, int K, int rows, int scratch, int vocab) {
-  ForwardBatch b;
-  for (int i = 0; i < rows; ++i) {
-    const int s = i % sequences, j = i / sequences, k = j % (K + 1);
-    const int slot = scratch + j * K;
-    std::vector<int32_t> visible;
-    for (int v = 0; v < k; ++v) visible.push_back(context + v);
-    visible.push_back(slot);
-    b.add_token(s, token_at(5000 + i, vocab), context + k, slot, context, visible, true);
-  }
-  return b;
-}
 
 ForwardResult timed(ModelGroup& g, const ForwardBatch& batch, const char* model, const char* kind,
                     int sequences, int rank, const ForwardPlan& plan, int context = -1) {
@@ -90,6 +42,7 @@ ForwardResult timed(ModelGroup& g, const ForwardBatch& batch, const char* model,
 // own row counts (AR over b sequences, verification of b(K+1) rows, the draft's steps).
 constexpr int kCurveTokens[] = {2, 3, 4, 8, 16};
 constexpr int kMostCurveTokens = 16;
+constexpr int kManySequences = 16;
 
 void time_curve(ModelGroup& g, const ForwardPlan& p, const char* model, int rank,
                 std::vector<ForwardResult>& out) {
@@ -104,6 +57,17 @@ void time_curve(ModelGroup& g, const ForwardPlan& p, const char* model, int rank
   if (short_context >= 1)
     out.push_back(timed(g, causal_step(p.batch, short_context, kMostCurveTokens, vocab, true),
                         model, "rows", p.batch, rank, p, short_context));
+}
+
+// One token for each of many sequences (kind "sequences"): an AR step over a batch, each row
+// reading its own sequence's K/V, where the curve's rows all share one sequence's. Predictions
+// charge the difference per further sequence and context token. Leaves a fresh cache behind.
+void time_sequences(ModelGroup& g, const ForwardPlan& p, const char* model, int rank,
+                    std::vector<ForwardResult>& out) {
+  const int many = std::max(kManySequences, 2 * p.batch);
+  prefill(g, many, p.context, p.context + 1);
+  out.push_back(timed(g, causal_step(many, p.context, 1, g.config().vocab_size, false), model,
+                      "sequences", many, rank, p));
 }
 
 // Releases the TP followers from serve() on every path out of the leader, an exception
@@ -166,7 +130,7 @@ void keep_busy_until_peer_done(int peer, const std::function<void()>& work) {
 }  // namespace
 
 std::vector<ForwardResult> time_target_forwards(Model& model, MPI_Comm group, int rank,
-                                                const ForwardPlan& p) {
+                                                const ForwardPlan& p, Model* sd_draft) {
   ModelGroup g(model, group);
   if (!g.leader()) {
     g.serve();
@@ -174,16 +138,20 @@ std::vector<ForwardResult> time_target_forwards(Model& model, MPI_Comm group, in
   }
   StopFollowers stop{g};
   const int K = p.lookahead, vocab = model.config.vocab_size;
-  prefill(g, p.batch, p.context, p.context + std::max(K + 1, kMostCurveTokens));
   std::vector<ForwardResult> out;
+  time_sequences(g, p, "target", rank, out);
+  prefill(g, p.batch, p.context, p.context + std::max(K + 1, kMostCurveTokens));
   out.push_back(
       timed(g, causal_step(p.batch, p.context, 1, vocab, false), "target", "ar", p.batch, rank, p));
   const ForwardBatch verify = causal_step(p.batch, p.context, K + 1, vocab, true);
   out.push_back(timed(g, verify, "target", "verify", p.batch, rank, p));
   time_curve(g, p, "target", rank, out);
+  if (sd_draft)
+    for (const ForwardResult& r : time_sd_rounds(g, *sd_draft, rank, p)) out.push_back(r);
   if (p.peer >= 0) {
     std::vector<float> logits;
     keep_busy_until_peer_done(p.peer, [&] { g.forward(verify, logits); });
+    out.push_back(time_ssd_rounds_target(g, rank, p));
   }
   if (p.host_sampling)
     for (const ForwardResult& r : time_host_sampling(*model.backend, vocab, rank, p.min_time))
@@ -199,9 +167,10 @@ std::vector<ForwardResult> time_draft_forwards(Model& model, int rank, const For
   int most_rows = 1;
   for (int rows : p.branch_rows) most_rows = std::max(most_rows, rows);
   const int per_sequence = (most_rows + p.batch - 1) / p.batch;
+  std::vector<ForwardResult> out;
+  time_sequences(g, p, "draft", rank, out);
   prefill(g, p.batch, p.context,
           std::max(scratch + per_sequence * K, p.context + kMostCurveTokens));
-  std::vector<ForwardResult> out;
   out.push_back(timed(g, causal_step(p.batch, p.context, 1, vocab, false), "draft", "draft",
                       p.batch, rank, p));
   // The glue step also writes the speculation's K/V, which the branch steps attend to.
@@ -215,6 +184,7 @@ std::vector<ForwardResult> time_draft_forwards(Model& model, int rank, const For
     const ForwardBatch branches = branch_step(p.batch, p.context, K, most_rows, scratch, vocab);
     std::vector<float> logits;
     keep_busy_until_peer_done(p.peer, [&] { g.forward(branches, logits); });
+    out.push_back(time_ssd_rounds_draft(g, rank, p));
   }
   return out;
 }

@@ -86,8 +86,8 @@ struct CommResult {        // one message size of a communication sweep
 
 struct ForwardResult {  // one kind of forward pass, timed on the model's leader rank
   int rank = 0;
-  std::string model;  // target | draft
-  std::string kind;   // ar | verify | draft | glue | branch
+  std::string model;  // target | draft | sd (SD's round) | host
+  std::string kind;   // ar | verify | draft | glue | branch | rows | argmax | ...
   int rows = 0, sequences = 0, calls = 0;
   int context = 0;                           // committed tokens per sequence before the step
   double seconds = 0.0, best_seconds = 0.0;  // mean and fastest call
@@ -154,12 +154,28 @@ struct ForwardPlan {
   bool host_sampling = true;  // the target's leader also times the host work per logits row
 };
 // The target's forward passes (ar: one token per sequence; verify: K+1), driven by the TP
-// group's leader as a run drives them; followers serve. The leader returns the rows.
+// group's leader as a run drives them; followers serve. The leader returns the rows. With
+// `sd_draft` (the leader's copy of the draft), also SD's collocated round: model "sd", kinds
+// verify and draft, each model's pass following the other's.
 std::vector<ForwardResult> time_target_forwards(Model& model, MPI_Comm group, int rank,
-                                                const ForwardPlan& plan);
+                                                const ForwardPlan& plan, Model* sd_draft = nullptr);
 // The draft's (draft: one token per sequence; glue: K+1 per sequence; branch: SSD's
 // branch-masked steps at each of plan.branch_rows), on one rank.
 std::vector<ForwardResult> time_draft_forwards(Model& model, int rank, const ForwardPlan& plan);
+
+// ---- SD's and SSD's rounds (rounds.cpp) ----
+
+class ModelGroup;
+// SD's collocated round on the target's leader, `draft_model` its copy of the draft: the
+// verification, then K draft steps. Model "sd", kinds verify (per round) and draft (per step).
+std::vector<ForwardResult> time_sd_rounds(ModelGroup& target, Model& draft_model, int rank,
+                                          const ForwardPlan& plan);
+// SSD's round between the target's leader and the draft rank (plan.peer): the target verifies
+// while the draft builds a uniform:1 cache (glue + K branch steps over plan.branch_rows'
+// fewest rows), every round started by the target's go. Model "ssd": the target's kind verify,
+// the draft's kind build. Both sides call theirs at once.
+ForwardResult time_ssd_rounds_target(ModelGroup& target, int rank, const ForwardPlan& plan);
+ForwardResult time_ssd_rounds_draft(ModelGroup& draft, int rank, const ForwardPlan& plan);
 
 // ---- the verification window (characterize_window.cpp) ----
 
@@ -173,7 +189,7 @@ struct VerificationWindow {
   bool present = false;  // needs the target's verify and the draft's branch steps
   double verify_s = 0.0, glue_s = 0.0;
   double draft_s = 0.0;                        // the draft's one-token step
-  double sd_draft_s = 0.0, sd_verify_s = 0.0;  // the two timed alone, as SD takes turns
+  double sd_draft_s = 0.0, sd_verify_s = 0.0;  // as SD's round takes them (else alone)
   double t_sd = 0.0;                           // K sd_draft_s / sd_verify_s (the paper's T_SD)
   int base_rows = 0;      // branch rows of the window's step (the fewest measured)
   double branch_s = 0.0;  // its time

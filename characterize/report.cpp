@@ -137,8 +137,9 @@ int print_forward(std::ostream& os, const CharacterizeReport& r) {
      << " committed tokens, K = " << c.lookahead
      << "; ar = 1 token per sequence, verify = K+1, draft = 1, glue = K+1, branch = SSD's "
         "branch-masked step; host = the CPU work per logits row (argmax, sample = softmax + "
-        "draw, candidates = top 64); timed alone (AR, SD) or beside = while the other model's "
-        "rank timed its own (SSD); best = fastest batch of calls; per verify = floor(window's "
+        "draw, candidates = top 64); sd = SD's collocated round, verify then K draft steps on "
+        "one rank; timed alone (AR, SD) or beside = while the other model's rank timed its own "
+        "(SSD); best = fastest batch of calls; per verify = floor(window's "
         "verify / mean)\n";
   os << format("# %5s  %-6s %-10s %6s %5s %6s %6s %-6s %10s %10s %11s\n", "rank", "model", "kind",
                "rows", "seqs", "ctx", "calls", "timed", "ms mean", "ms best", "per verify");
@@ -192,8 +193,8 @@ int print_tables(std::ostream& os, const CharacterizeReport& r) {
   os << "#\n";
   if (w.present) {
     os << format(
-        "# draft step %.3f ms vs verify %.3f ms, each alone (SD takes turns): K = %d draft "
-        "steps take %.3f of a verification (T_SD)\n",
+        "# draft step %.3f ms vs verify %.3f ms, as SD's round takes them (each after the "
+        "other): K = %d draft steps take %.3f of a verification (T_SD)\n",
         w.sd_draft_s * 1e3, w.sd_verify_s * 1e3, c.lookahead, w.t_sd);
     os << format(
         "# verification window: verify %.3f ms / draft branch step (%d rows) %.3f ms = %d branch "

@@ -26,7 +26,9 @@ VerificationWindow verification_window(const std::vector<ForwardResult>& forward
   VerificationWindow w;
   // The window is SSD's: the draft builds while the target verifies, so both are the passes
   // timed side by side where characterize timed them so (a separate draft rank).
-  const ForwardResult* verify = find_forward(forwards, "target", "verify", true);
+  // The verification as SSD's round takes it (model "ssd", beside a cache build), where timed.
+  const ForwardResult* verify = find_forward(forwards, "ssd", "verify", true);
+  if (!verify) verify = find_forward(forwards, "target", "verify", true);
   const ForwardResult* glue = find_forward(forwards, "draft", "glue", true);
   const ForwardResult* draft = find_forward(forwards, "draft", "draft", true);
   bool any_concurrent = false;
@@ -43,9 +45,16 @@ VerificationWindow verification_window(const std::vector<ForwardResult>& forward
   w.verify_s = verify->seconds;
   w.glue_s = glue->seconds;
   w.draft_s = draft->seconds;
-  // T_SD is SD's ratio, whose draft and target take turns: the passes timed alone.
-  w.sd_draft_s = find_forward(forwards, "draft", "draft", false)->seconds;
-  w.sd_verify_s = find_forward(forwards, "target", "verify", false)->seconds;
+  // T_SD is SD's ratio, whose draft and target take turns: the two as SD's round runs them
+  // (model "sd"), else each timed alone.
+  const ForwardResult* sd_draft = find_forward(forwards, "sd", "draft", false);
+  const ForwardResult* sd_verify = find_forward(forwards, "sd", "verify", false);
+  if (!sd_draft || !sd_verify) {
+    sd_draft = find_forward(forwards, "draft", "draft", false);
+    sd_verify = find_forward(forwards, "target", "verify", false);
+  }
+  w.sd_draft_s = sd_draft->seconds;
+  w.sd_verify_s = sd_verify->seconds;
   w.t_sd = K * w.sd_draft_s / w.sd_verify_s;
   w.base_rows = branches.front()->rows;
   w.branch_s = branches.front()->seconds;

@@ -121,8 +121,26 @@ class Characterize(unittest.TestCase):
         self.assertEqual(sorted(shorter), sorted(
             (m, 16 * b, full // 4, c) for m in ("target", "draft") for c in
             ((0, 1) if draft_rank else (0,))))
-        want_beside = {k for k in alone if k[0] != "host"} if draft_rank else set()
+        # SD's collocated round, on the target's leader (with a copy of the draft where the
+        # draft has a rank of its own); SSD's round, target and draft rank, side by side
+        self.assertEqual([r for r, _ in alone[("sd", "verify")]], [b * (K + 1)])
+        self.assertEqual([r for r, _ in alone[("sd", "draft")]], [b])
+        want_beside = ({k for k in alone if k[0] not in ("host", "sd")} |
+                       {("ssd", "verify"), ("ssd", "build")}) if draft_rank else set()
         self.assertEqual(set(beside), want_beside)
+        if draft_rank:
+            self.assertEqual([r for r, _ in beside[("ssd", "verify")]], [b * (K + 1)])
+            self.assertEqual([r for r, _ in beside[("ssd", "build")]], [branch[0]])
+        # one token for each of many sequences, per model and timing
+        many = max(16, 2 * b)
+        seqs = [int(n) for n in fw["sequences"][...]]
+        for sets in (alone, beside) if draft_rank else (alone,):
+            for model in ("target", "draft"):
+                self.assertEqual([r for r, _ in sets[(model, "sequences")]], [many])
+        self.assertEqual(sorted({n for (m, k), n in zip(kinds, seqs) if k == "sequences"}),
+                         [many])
+        self.assertTrue(all(n == b for (m, k), n in zip(kinds, seqs)
+                            if k != "sequences" and m != "host"))
         for sets in (alone, beside) if draft_rank else (alone,):
             self.assertEqual(sets[("target", "ar")][0][0], b)
             self.assertEqual(sets[("target", "verify")][0][0], b * (K + 1))
@@ -137,14 +155,15 @@ class Characterize(unittest.TestCase):
 
     def check_window(self, f, by_kind, alone, K, b):
         w = f["window"].attrs
-        verify = by_kind[("target", "verify")][0][1]
+        # the verification as SSD's round takes it, where a draft rank timed that round
+        verify = by_kind.get(("ssd", "verify"), by_kind[("target", "verify")])[0][1]
         glue = by_kind[("draft", "glue")][0][1]
         points = sorted(by_kind[("draft", "branch")])
         self.assertEqual(w["verify_time_s"], verify)
         self.assertEqual(w["glue_time_s"], glue)
         self.assertEqual(w["draft_time_s"], by_kind[("draft", "draft")][0][1])
-        # T_SD is SD's, whose draft and target take turns: the two timed alone
-        draft, sd_verify = alone[("draft", "draft")][0][1], alone[("target", "verify")][0][1]
+        # T_SD is SD's, whose draft and target take turns: the two as SD's round took them
+        draft, sd_verify = alone[("sd", "draft")][0][1], alone[("sd", "verify")][0][1]
         self.assertAlmostEqual(w["t_sd"], K * draft / sd_verify,
                                delta=1e-12 * K * draft / sd_verify)
         self.assertEqual(w["branch_rows"], points[0][0])

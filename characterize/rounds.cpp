@@ -1,0 +1,145 @@
+// SD's and SSD's rounds as the runs take them, beside the single passes forward.cpp times. A
+// pass timed on its own repeats itself with its weights warm in the caches and, timed beside
+// the other model's rank, overlaps whatever that rank happens to time. In a round, SD's
+// verification follows the draft's steps on the same rank, and SSD's follows the go of a round
+// whose cache build starts beside it and ends before it: what predictions scale their costs by.
+#include <mpi.h>
+
+#include <algorithm>
+
+#include "characterize/parts.h"
+#include "characterize/steps.h"
+
+namespace ssd {
+namespace {
+
+ForwardResult round_result(const char* model, const char* kind, int rank, const ForwardPlan& p,
+                           int rows, int calls, double seconds, double best) {
+  ForwardResult r;
+  r.rank = rank;
+  r.model = model;
+  r.kind = kind;
+  r.rows = rows;
+  r.sequences = p.batch;
+  r.calls = calls;
+  r.seconds = seconds;
+  r.best_seconds = best;
+  r.context = p.context;
+  r.concurrent = p.concurrent;
+  return r;
+}
+
+// Rounds until min_time has passed, and at least three.
+bool more_rounds(int rounds, double start, const ForwardPlan& p) {
+  return rounds < 3 || MPI_Wtime() - start < p.min_time;
+}
+
+constexpr int kGoTag = 112, kBuiltTag = 113;  // only characterize's SSD rounds send them
+
+}  // namespace
+
+// SD's collocated round: the target verifies K+1 tokens per sequence, then the draft takes its
+// K one-token steps, on the same rank, round after round. Model "sd": kind verify (per round)
+// and draft (per step).
+std::vector<ForwardResult> time_sd_rounds(ModelGroup& target, Model& draft_model, int rank,
+                                          const ForwardPlan& p) {
+  ModelGroup draft(draft_model, MPI_COMM_SELF);
+  const int K = p.lookahead, vocab = target.config().vocab_size;
+  prefill(target, p.batch, p.context, p.context + K + 1);
+  prefill(draft, p.batch, p.context, p.context + K + 1);
+  const ForwardBatch verify = causal_step(p.batch, p.context, K + 1, vocab, true);
+  std::vector<ForwardBatch> steps;
+  for (int step = 0; step < K; ++step) {
+    ForwardBatch b;
+    for (int s = 0; s < p.batch; ++s)
+      b.add_causal(s, p.context + step, {token_at(3000 + s * 31 + step, vocab)},
+                   ForwardBatch::Logits::Last);
+    steps.push_back(std::move(b));
+  }
+  Backend& backend = *target.model().backend;
+  std::vector<float> logits;
+  double verify_s = 0.0, draft_s = 0.0, best_verify = 1e300, best_draft = 1e300;
+  auto round = [&](bool timed) {
+    const double start = MPI_Wtime();
+    target.forward(verify, logits);
+    backend.synchronize();  // the draft needs the verification's outcome
+    const double verified = MPI_Wtime();
+    for (const ForwardBatch& step : steps) draft.forward(step, logits);
+    backend.synchronize();
+    const double end = MPI_Wtime();
+    if (!timed) return;
+    verify_s += verified - start, draft_s += end - verified;
+    best_verify = std::min(best_verify, verified - start);
+    best_draft = std::min(best_draft, (end - verified) / K);
+  };
+  round(false);  // warm-up
+  const double start = MPI_Wtime();
+  int rounds = 0;
+  for (; more_rounds(rounds, start, p); ++rounds) round(true);
+  ForwardPlan alone = p;
+  alone.concurrent = false;
+  return {round_result("sd", "verify", rank, alone, p.batch * (K + 1), rounds, verify_s / rounds,
+                       best_verify),
+          round_result("sd", "draft", rank, alone, p.batch, rounds * K, draft_s / (rounds * K),
+                       best_draft)};
+}
+
+// SSD's round, target side: each round sends the draft rank (p.peer) its go, verifies, and
+// waits for the draft's cache build to end before the next, as the next round's speculation
+// waits for it. Model "ssd", kind verify.
+ForwardResult time_ssd_rounds_target(ModelGroup& target, int rank, const ForwardPlan& p) {
+  const int K = p.lookahead;
+  const ForwardBatch verify =
+      causal_step(p.batch, p.context, K + 1, target.config().vocab_size, true);
+  Backend& backend = *target.model().backend;
+  std::vector<float> logits;
+  double total = 0.0, best = 1e300;
+  auto round = [&](bool timed) {
+    int go = 1;
+    double built = 0.0;
+    MPI_Send(&go, 1, MPI_INT, p.peer, kGoTag, MPI_COMM_WORLD);
+    const double start = MPI_Wtime();
+    target.forward(verify, logits);
+    backend.synchronize();
+    const double seconds = MPI_Wtime() - start;
+    MPI_Recv(&built, 1, MPI_DOUBLE, p.peer, kBuiltTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (timed) total += seconds, best = std::min(best, seconds);
+  };
+  round(false);  // warm-up
+  const double start = MPI_Wtime();
+  int rounds = 0;
+  for (; more_rounds(rounds, start, p); ++rounds) round(true);
+  int stop = 0;
+  MPI_Send(&stop, 1, MPI_INT, p.peer, kGoTag, MPI_COMM_WORLD);
+  return round_result("ssd", "verify", rank, p, p.batch * (K + 1), rounds, total / rounds, best);
+}
+
+// SSD's round, draft side: on each go, the cache build of SaguaroDrafter::build_cache for
+// uniform:1 (p.branch_rows' fewest rows, b(K+1)): the glue step over K+1 tokens per sequence,
+// then K branch steps. Model "ssd", kind build (the whole build; rows: of each branch step).
+ForwardResult time_ssd_rounds_draft(ModelGroup& draft, int rank, const ForwardPlan& p) {
+  const int K = p.lookahead, vocab = draft.config().vocab_size;
+  const int rows = p.branch_rows.empty() ? p.batch * (K + 1) : p.branch_rows.front();
+  const int scratch = p.context + K + 1;
+  const ForwardBatch glue = causal_step(p.batch, p.context, K + 1, vocab, true);
+  const ForwardBatch branches = branch_step(p.batch, p.context, K, rows, scratch, vocab);
+  Backend& backend = *draft.model().backend;
+  std::vector<float> logits;
+  double total = 0.0, best = 1e300;
+  int rounds = 0;
+  for (int go = 1;; ++rounds) {
+    MPI_Recv(&go, 1, MPI_INT, p.peer, kGoTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    if (!go) break;
+    const double start = MPI_Wtime();
+    draft.forward(glue, logits);
+    for (int step = 0; step < K; ++step) draft.forward(branches, logits);
+    backend.synchronize();
+    const double seconds = MPI_Wtime() - start;
+    MPI_Send(&seconds, 1, MPI_DOUBLE, p.peer, kBuiltTag, MPI_COMM_WORLD);
+    if (rounds > 0) total += seconds, best = std::min(best, seconds);  // round 0: warm-up
+  }
+  const int timed = std::max(rounds - 1, 1);
+  return round_result("ssd", "build", rank, p, rows, timed, total / timed, best);
+}
+
+}  // namespace ssd

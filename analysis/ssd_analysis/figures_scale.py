@@ -23,6 +23,7 @@ import numpy as np
 
 from . import predict as P
 from . import predict_cli as PC
+from . import predict_validate as PV
 from . import hardware as H
 from .figures import PALETTE, Skip
 
@@ -53,11 +54,17 @@ def _measured(run):
     return budget, p_hit
 
 
-def _curve(t_step, d_step, hw, vocab, run, Ds, alpha, r, alpha_b, r_b, K, max_budget=64):
-    """[(D, SSD/AR, hidden budget, p_hit, budget)] from ssd-analyze predict's model."""
+def _curve(t_step, d_step, hw, vocab, run, Ds, alpha, r, alpha_b, r_b, K, max_budget=64,
+           char=None):
+    """[(D, SSD/AR, hidden budget, p_hit, budget)] from ssd-analyze predict's model; with
+    `char`, SSD's overlapped costs as predict takes them for the pair it measured."""
     out = []
     for D in Ds:
-        lay = PC.layout_for(t_step, d_step, hw, vocab, D, collocated=False)
+        ctx = int(float(run.config.get("prompt_len", 16) or 16)) + run.max_new_tokens // 2
+        tp = int(run.config.get("target_tp", 1))
+        lay = PC.layout_for(t_step, d_step, hw, vocab, D, collocated=False,
+                            beside=PC.beside_steps(run.target, run.draft, char, tp, D, ctx),
+                            ssd_round=PC.ssd_round_for(run.target, run.draft, char, tp, D))
         ar = P.predict_ar(lay, run.batch_size, run.temperature)
         ssd = P.predict_ssd(lay, run.batch_size, K, alpha, r, run.fallback,
                             temperature=run.temperature, alpha_b=alpha_b, r_b=r_b,
@@ -74,9 +81,9 @@ def _predictions(run, char, Ds):
     t_step, shape = PC.steps_for(run.target, char, hw, int(run.config.get("target_tp", 1)),
                                   ctx, f"{run.name}: target")
     d_step, _ = PC.steps_for(run.draft, char, hw, 1, ctx, f"{run.name}: draft")
-    alpha, r, alpha_b, r_b = PC.run_inputs(run)
+    alpha, r, alpha_b, r_b = PV.run_inputs(run)
     here = _curve(t_step, d_step, hw, shape.vocab, run, Ds, alpha, r, alpha_b, r_b,
-                  run.lookahead)
+                  run.lookahead, char=char)
     gpu = H.profile("h100-sxm")
     t70 = H.RooflineStep(H.shape_of("llama-3.1-70b"), gpu, 4, 1024)
     d1 = H.RooflineStep(H.shape_of("llama-3.2-1b"), gpu, 1, 1024)

@@ -9,12 +9,9 @@ branch step: b F) of a model:
              + layers x (launch overhead + 2 all-reduces of rows x hidden bf16 values when TP > 1)
   The GPU profiles below hold datasheet figures (peak, not measured); the efficiencies and
   latencies are stated assumptions, the same for every model, never fitted to any throughput.
-* `MeasuredStep`, from an `ssd-bench characterize --out` file: the forward passes it timed
-  (/forward: AR step, verification, draft step, glue, branch steps) at their row counts, and
-  beyond them the /gemm table's measured per-call time of every linear shape (interpolated
-  linearly in rows, extrapolated with the last segment's slope) for the extra rows.
+* `MeasuredStep` (measured.py), from an `ssd-bench characterize --out` file: the forward passes
+  it timed at their row counts, and beyond them the /gemm table's measured per-call times.
 """
-import json
 import math
 from dataclasses import dataclass, replace
 
@@ -142,6 +139,7 @@ def cpu_profile(char):
     a = char.attrs
     bw = float(a.get("ar_bound_gbps") or a.get("bandwidth_gbps")) * 1e9
     gf = np.asarray(char.gemm.get("gflops", [1.0]), float)
+    from .measured import MeasuredStep   # measured.py builds on this module's shapes
     fwd = MeasuredStep.from_characterize(char, "target")
     layers = max(1, fwd.shape.layers) if fwd and fwd.shape else 1
     over = fwd.overhead_1 / layers if fwd else 0.0
@@ -211,125 +209,6 @@ class RooflineStep:
     def __call__(self, rows, sequences=None):
         p = self.parts(rows, sequences)
         return max(p["t_mem"], p["t_flop"]) + p["comm"] + p["overhead"]
-
-
-class MeasuredStep:
-    """Forward pass timed by a characterize file: the /forward table's measured mean time at
-    the row counts it measured for this model (duplicates averaged), linear in between; beyond
-    them (and below) the /gemm table's measured per-row increments (each linear shape's time
-    interpolated over its measured rows, extrapolated with the last segment's slope).
-
-    The points are timed at one context (characterize --context). Where the file also timed a
-    step at a shorter context, the difference is attention's cost per row and context token,
-    and a step asked for at another `context` adds that cost for the difference."""
-
-    def __init__(self, curves, points, shape=None, measured_context=None,
-                 attention_s_per_row_token=0.0, context=None):
-        self.curves, self.shape = curves, shape
-        self.points = sorted(points)   # [(rows, seconds)] of measured forward passes
-        self.measured_context = measured_context
-        self.attention_s_per_row_token = attention_s_per_row_token
-        self.context = context
-
-    def _context_shift(self, rows):
-        if self.context is None or self.measured_context is None:
-            return 0.0
-        return self.attention_s_per_row_token * rows * (self.context - self.measured_context)
-
-    @staticmethod
-    def _interp(rows_pts, secs, rows):
-        x, y = np.asarray(rows_pts, float), np.asarray(secs, float)
-        if rows <= x[0]:
-            return float(y[0] * rows / x[0]) if x.size < 2 else \
-                float(max(y[0] + (y[1] - y[0]) / (x[1] - x[0]) * (rows - x[0]), 0.0))
-        if rows >= x[-1]:
-            if x.size < 2:
-                return float(y[-1] * rows / x[-1])
-            slope = max((y[-1] - y[-2]) / (x[-1] - x[-2]), 0.0)
-            return float(y[-1] + slope * (rows - x[-1]))
-        return float(np.interp(rows, x, y))
-
-    def gemm(self, rows):
-        return sum(count * self._interp(x, y, rows) for count, x, y in self.curves)
-
-    def __call__(self, rows, sequences=None):
-        return max(self._at_measured_context(rows) + self._context_shift(rows), 0.0)
-
-    def _at_measured_context(self, rows):
-        if not self.points:
-            return self.gemm(rows)
-        xs = [r for r, _ in self.points]
-        ys = [t for _, t in self.points]
-        if xs[0] <= rows <= xs[-1]:
-            return float(np.interp(rows, xs, ys))
-        edge, t = (xs[0], ys[0]) if rows < xs[0] else (xs[-1], ys[-1])
-        return max(t + self.gemm(rows) - self.gemm(edge), 0.0)
-
-    @classmethod
-    def from_characterize(cls, char, role, concurrent=False, context=None):
-        """role 'target' or 'draft'; None when the file has no GEMMs of that model.
-        concurrent: the forward passes timed side by side with the other model's rank (SSD)
-        rather than alone (AR, SD); files without the column, or without such passes, give
-        whatever they timed. context: the run's tokens per sequence (None: the file's)."""
-        g, names = char.gemm, char.gemm_attrs.get("model_id", {}).get("names", "").split(",")
-        if not g or role not in names:
-            return None
-        mid = names.index(role)
-        model = np.asarray(g["model_id"]) == mid
-        sel = model & (np.asarray(g["rank"]) == np.asarray(g["rank"])[model].min())
-        curves = []
-        for sid in sorted(set(np.asarray(g["shape_id"])[sel].tolist())):
-            m = sel & (np.asarray(g["shape_id"]) == sid)
-            rows, secs = np.asarray(g["rows"])[m], np.asarray(g["seconds"])[m]
-            # a slice of a huge matrix was timed: scale to the full output width
-            scale = np.asarray(g["full_out"])[m] / np.asarray(g["out"])[m]
-            order = np.argsort(rows)
-            r_u, idx = np.unique(rows[order], return_index=True)
-            curves.append((int(np.asarray(g["per_token"])[m][0]), r_u,
-                           (secs * scale)[order][idx]))
-        points = []
-        f = char.tables.get("forward", {})
-        fn = char.table_attrs.get("forward", {}).get("model_id", {}).get("names", "").split(",")
-        if f and role in fn:
-            fm = np.asarray(f["model_id"]) == fn.index(role)
-            if "concurrent" in f:
-                side = fm & (np.asarray(f["concurrent"]) == int(concurrent))
-                fm = side if side.any() else fm
-            rows, secs = np.asarray(f["rows"], float)[fm], np.asarray(f["seconds"], float)[fm]
-            ctx = np.asarray(f["context"], float)[fm] if "context" in f else np.zeros(rows.size)
-            main = ctx.max() if ctx.size else 0.0
-            at = ctx == main
-            points = [(float(r), float(secs[at & (rows == r)].mean()))
-                      for r in np.unique(rows[at])]
-            # the most rows also timed at a shorter context: attention's cost per row and
-            # context token, for steps asked for at another context
-            kw = {}
-            both = sorted(set(rows[~at].tolist()) & set(rows[at].tolist()))
-            if both:
-                r = both[-1]
-                short = ctx[~at & (rows == r)].max()
-                t_main = secs[at & (rows == r)].mean()
-                t_short = secs[(ctx == short) & (rows == r)].mean()
-                kw = {"measured_context": float(main), "attention_s_per_row_token":
-                      max(float((t_main - t_short) / (r * (main - short))), 0.0)}
-        else:
-            kw = {}
-        shape = None
-        cfg = char.models.get(role, {}).get("config_json")
-        if cfg:
-            try:
-                shape = shape_of(json.loads(cfg))
-            except (KeyError, ValueError, TypeError):
-                shape = None
-        return cls(curves, points, shape, context=context, **kw)
-
-    @property
-    def overhead_1(self):
-        """Measured forward at its smallest row count minus its GEMMs (non-GEMM work)."""
-        if not self.points:
-            return 0.0
-        r, t = self.points[0]
-        return max(t - self.gemm(r), 0.0)
 
 
 def characterize_specs(char):

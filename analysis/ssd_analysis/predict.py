@@ -95,10 +95,35 @@ class Layout:
     # pair side by side (a separate draft rank), those costs; else (None) the ones timed alone.
     target_beside: object = None
     draft_beside: object = None
+    # Collocated SD alternates the two models on one rank, each pass after the other's. Where
+    # characterize timed SD's round (hardware.TakingTurns), those costs; else the ones alone.
+    target_turns: object = None
+    draft_turns: object = None
+    # Where characterize timed SSD's round (hardware.ssd_round_factors): (delta, build_factor),
+    # applied to the costs alone by overlapped(), in place of target_beside / draft_beside.
+    ssd_round: object = None
 
     def side_by_side(self):
-        """(target, draft) costs of SSD's overlapped verification and cache build."""
+        """(target, draft) costs to give overlapped(): of SSD's overlapped verification and
+        cache build as timed side by side, or alone where SSD's round was timed."""
+        if self.ssd_round is not None:
+            return self.target, self.draft
         return (self.target_beside or self.target, self.draft_beside or self.draft)
+
+    def overlapped(self, verify_s, build_s):
+        """(verify, build) of one SSD round from side_by_side()'s costs: where characterize
+        timed SSD's round, the verification slowed by delta for the share of it the build
+        overlaps (both stream weights only while both run) and the build by its factor; else
+        as given."""
+        if self.ssd_round is None:
+            return verify_s, build_s
+        delta, factor = self.ssd_round
+        build = build_s * factor
+        return verify_s * (1.0 + delta * min(build / verify_s, 1.0)), build
+
+    def taking_turns(self):
+        """(target, draft) costs of collocated SD's verification and draft steps."""
+        return (self.target_turns or self.target, self.draft_turns or self.draft)
 
     def pick(self, temperature):
         """Host time to turn one logits row into a token (or probabilities): argmax when
@@ -157,12 +182,16 @@ def verify_time(lay, b, K, temperature, beside=False):
 
 
 def predict_sd(lay, b, K, alpha, temperature=0.0):
-    """Collocated SD draws K draft steps then verifies; a separate draft adds two messages."""
+    """Collocated SD draws K draft steps then verifies, each model's pass after the other's
+    (lay.taking_turns); a separate draft adds two messages, and each model keeps its rank."""
     ar = predict_ar(lay, b, temperature).round_s
-    verify = verify_time(lay, b, K, temperature)
-    draft = K * (lay.draft(b, b) + b * lay.pick(temperature))
-    if not lay.sd_collocated:
-        draft += lay.messages(b, K, temperature)
+    if lay.sd_collocated:
+        target, draft_step = lay.taking_turns()
+        verify = target(b * (K + 1), b) + b * (K + 1) * lay.pick(temperature)
+        draft = K * (draft_step(b, b) + b * lay.pick(temperature))
+    else:
+        verify = verify_time(lay, b, K, temperature)
+        draft = K * (lay.draft(b, b) + b * lay.pick(temperature)) + lay.messages(b, K, temperature)
     speedup = M.sd_speedup(tokens_per_round(alpha, K), draft / verify, verify=verify / ar)
     return Prediction("sd", b * speedup / ar, K=K, round_s=verify + draft)
 
@@ -172,11 +201,12 @@ def window_budget(lay, b, K, verify_s=None, cap=4096):
     rank's ceil(b/D) sequences) fits within 90% of the verification: the 'hidden' fan-out."""
     s = math.ceil(b / lay.draft_ranks)
     target, draft = lay.side_by_side()
-    verify = target(b * (K + 1), b) if verify_s is None else verify_s
+    verify0 = target(b * (K + 1), b) if verify_s is None else verify_s
     glue = draft(s * (K + 1), s) + s * (K + 1) * lay.candidates()
 
     def fits(B):
-        return glue + K * branch_step(lay, s, B, 0.0, draft) <= WINDOW_SLACK * verify
+        verify, build = lay.overlapped(verify0, glue + K * branch_step(lay, s, B, 0.0, draft))
+        return build <= WINDOW_SLACK * verify
     if not fits(1):
         return 0
     lo, hi = 1, 2
@@ -198,27 +228,29 @@ def branch_step(lay, s, B, temperature, draft=None):
 
 def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
                 temperature=0.0, alpha_b=0.0, r_b=None, backup_shape=None, max_budget=64,
-                built=None):
+                built=None, realised=(None, None)):
     """SSD at lookahead K. `shape` fixes the cache; else `budget` fixes a geometric one; else
     the budget (0..max_budget) and fallback that maximise Corollary 16's rate are chosen, as
     --budget auto / --fallback auto would. fallback: primary, backup or auto (the better).
     `built` (with `shape`): branches per sequence the cache build really drafts, when fewer
     than the shape's (Definition 10: with Saguaro's C < 1 the draft's own s_{k+1} among the
-    down-weighted top F_k needs no branch)."""
+    down-weighted top F_k needs no branch). `realised` (with `shape`): the hit rates after a
+    primary's and a backup's speculation that a measured run drew, in place of the law's."""
     s = math.ceil(b / lay.draft_ranks)
     # The build overlaps the verification (side by side); a miss's just-in-time drafting
     # does not (the target waits), so t_jit uses the draft's steps timed alone.
     draft_beside = lay.side_by_side()[1]
-    verify = verify_time(lay, b, K, temperature, beside=True)
+    verify0 = verify_time(lay, b, K, temperature, beside=True)
     glue = draft_beside(s * (K + 1), s) + s * (K + 1) * lay.candidates()
     comm = lay.messages(b, K, temperature)
     e_hit = tokens_per_round(alpha, K)
     e_miss_backup = tokens_per_round(alpha_b, K)
     r_b = math.log2(1.0 / max(1.0 - alpha, 1e-9)) if r_b is None else r_b
-    t_jit = K * branch_step(lay, s, 1, temperature) / verify  # K just-in-time steps
+    jit = K * branch_step(lay, s, 1, temperature)  # K just-in-time steps
     t_backup = 0.0
     if shape is not None:
-        candidates = [(sum(shape), list(shape), hit_rate(shape, alpha, r))]
+        p_law = hit_rate(shape, alpha, r)
+        candidates = [(sum(shape), list(shape), p_law if realised[0] is None else realised[0])]
     else:
         curve = geometric_shapes(K, budget if budget is not None else max_budget, alpha, r)
         candidates = ([(budget, *curve[budget])] if budget is not None
@@ -226,9 +258,10 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
     best = None
     for B, sh, p_p in candidates:
         rows = B if built is None else built
-        build = glue + (K * branch_step(lay, s, rows, temperature, draft_beside)
-                        if rows > 0 else 0.0)
-        t_p = build / verify
+        verify, build = lay.overlapped(
+            verify0,
+            glue + (K * branch_step(lay, s, rows, temperature, draft_beside) if rows > 0 else 0.0))
+        t_p, t_jit = build / verify, jit / verify
         opts = []
         if fallback in ("auto", "primary"):
             lat = round_latency(p_p, t_p, t_jit, b)
@@ -236,6 +269,8 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
         if fallback in ("auto", "backup"):
             bsh = backup_shape if backup_shape is not None else sh
             p_b = hit_rate(bsh, alpha_b, r_b) if len(bsh) == K + 1 else 0.0
+            if shape is not None and realised[1] is not None:
+                p_b = realised[1]
             p = M.eq1_p_hit(p_p, p_b)
             lat = round_latency(p, t_p, t_backup, b)
             opts.append(("backup", p, M.expected_tokens(p, e_hit, e_miss_backup), t_backup, lat))
@@ -245,8 +280,9 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
             if best is None or rate > best.tok_s * (1 + 1e-9):
                 best = Prediction("ssd", rate, K=K, budget=B, shape=sh, fallback=name,
                                   p_hit=p, t_p=t_p, t_b=t_b, round_s=round_s)
-    best.window_budget = window_budget(lay, b, K, verify)
-    best.b_star = M.b_star(hit_rate(best.shape, alpha, r), e_hit, e_miss_backup, t_jit)
+                best_t_jit = t_jit
+    best.window_budget = window_budget(lay, b, K, verify0)
+    best.b_star = M.b_star(hit_rate(best.shape, alpha, r), e_hit, e_miss_backup, best_t_jit)
     return best
 
 

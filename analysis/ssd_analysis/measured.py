@@ -1,0 +1,257 @@
+"""Forward-pass costs measured by an `ssd-bench characterize --out` file, for `ssd-analyze
+predict` on the machine it characterized:
+
+* `MeasuredStep`: the forward passes it timed (/forward: AR step, verification, draft step,
+  glue, branch steps, the cost curve of 2-16 tokens per sequence) at their row counts, beyond
+  them the /gemm table's measured per-row increments, moved to a run's own context and number
+  of sequences by what the file also timed (a shorter context; one token for many sequences).
+* The rounds it timed as the runs take them: SD's (`sd_round_factors`, `TakingTurns`) and
+  SSD's (`ssd_round_factors`, applied by predict.Layout.overlapped).
+"""
+import json
+
+import numpy as np
+
+from .hardware import shape_of
+
+
+KV_BYTES = 4   # the K/V cache's element bytes (fp32 on both backends: Backend::alloc)
+
+
+class MeasuredStep:
+    """Forward pass timed by a characterize file: the /forward table's measured mean time at
+    the row counts it measured for this model (duplicates averaged), linear in between; beyond
+    them (and below) the /gemm table's measured per-row increments (each linear shape's time
+    interpolated over its measured rows, extrapolated with the last segment's slope).
+
+    The points are timed at one context (characterize --context). Where the file also timed a
+    step at a shorter context, the difference is attention's cost per row and context token,
+    and a step asked for at another `context` adds that cost for the difference.
+
+    The points' rows are tokens of `measured_sequences` sequences (characterize --batch-size),
+    whose K/V the rows share. Rows spread over more sequences each read their own: a further
+    sequence costs `s_per_sequence_token` per context token, measured where the file timed one
+    token for each of many sequences (kind "sequences") against as many rows of its batch, else
+    the floor of its K/V bytes (fp32 K and V of every layer) at the read bandwidth `read_bw`."""
+
+    def __init__(self, curves, points, shape=None, measured_context=None,
+                 attention_s_per_row_token=0.0, context=None, measured_sequences=None,
+                 read_bw=None):
+        self.curves, self.shape = curves, shape
+        self.points = sorted(points)   # [(rows, seconds)] of measured forward passes
+        self.measured_context = measured_context
+        self.attention_s_per_row_token = attention_s_per_row_token
+        self.context = context
+        self.measured_sequences = measured_sequences
+        self.s_per_sequence_token = (shape.kv_bytes_per_token(KV_BYTES) / read_bw
+                                     if shape is not None and read_bw else 0.0)
+
+    def _more_sequences(self, sequences):
+        if sequences is None or self.measured_sequences is None:
+            return 0.0
+        context = self.context if self.context is not None else self.measured_context
+        extra = max(sequences - self.measured_sequences, 0)
+        return extra * (context or 0) * self.s_per_sequence_token
+
+    def _context_shift(self, rows):
+        if self.context is None or self.measured_context is None:
+            return 0.0
+        return self.attention_s_per_row_token * rows * (self.context - self.measured_context)
+
+    @staticmethod
+    def _interp(rows_pts, secs, rows):
+        x, y = np.asarray(rows_pts, float), np.asarray(secs, float)
+        if rows <= x[0]:
+            return float(y[0] * rows / x[0]) if x.size < 2 else \
+                float(max(y[0] + (y[1] - y[0]) / (x[1] - x[0]) * (rows - x[0]), 0.0))
+        if rows >= x[-1]:
+            if x.size < 2:
+                return float(y[-1] * rows / x[-1])
+            slope = max((y[-1] - y[-2]) / (x[-1] - x[-2]), 0.0)
+            return float(y[-1] + slope * (rows - x[-1]))
+        return float(np.interp(rows, x, y))
+
+    def gemm(self, rows):
+        return sum(count * self._interp(x, y, rows) for count, x, y in self.curves)
+
+    def __call__(self, rows, sequences=None):
+        return max(self._at_measured_context(rows) + self._context_shift(rows), 0.0) \
+            + self._more_sequences(sequences)
+
+    def _at_measured_context(self, rows):
+        if not self.points:
+            return self.gemm(rows)
+        xs = [r for r, _ in self.points]
+        ys = [t for _, t in self.points]
+        if xs[0] <= rows <= xs[-1]:
+            return float(np.interp(rows, xs, ys))
+        edge, t = (xs[0], ys[0]) if rows < xs[0] else (xs[-1], ys[-1])
+        return max(t + self.gemm(rows) - self.gemm(edge), 0.0)
+
+    @classmethod
+    def from_characterize(cls, char, role, concurrent=False, context=None):
+        """role 'target' or 'draft'; None when the file has no GEMMs of that model.
+        concurrent: the forward passes timed side by side with the other model's rank (SSD)
+        rather than alone (AR, SD); files without the column, or without such passes, give
+        whatever they timed. context: the run's tokens per sequence (None: the file's)."""
+        g, names = char.gemm, char.gemm_attrs.get("model_id", {}).get("names", "").split(",")
+        if not g or role not in names:
+            return None
+        mid = names.index(role)
+        model = np.asarray(g["model_id"]) == mid
+        sel = model & (np.asarray(g["rank"]) == np.asarray(g["rank"])[model].min())
+        curves = []
+        for sid in sorted(set(np.asarray(g["shape_id"])[sel].tolist())):
+            m = sel & (np.asarray(g["shape_id"]) == sid)
+            rows, secs = np.asarray(g["rows"])[m], np.asarray(g["seconds"])[m]
+            # a slice of a huge matrix was timed: scale to the full output width
+            scale = np.asarray(g["full_out"])[m] / np.asarray(g["out"])[m]
+            order = np.argsort(rows)
+            r_u, idx = np.unique(rows[order], return_index=True)
+            curves.append((int(np.asarray(g["per_token"])[m][0]), r_u,
+                           (secs * scale)[order][idx]))
+        points, kw_seq = [], {}
+        f = char.tables.get("forward", {})
+        fn = char.table_attrs.get("forward", {}).get("model_id", {}).get("names", "").split(",")
+        if f and role in fn:
+            fm = np.asarray(f["model_id"]) == fn.index(role)
+            if "concurrent" in f:
+                side = fm & (np.asarray(f["concurrent"]) == int(concurrent))
+                fm = side if side.any() else fm
+            # the passes over the file's batch of sequences; kind "sequences" (one token for
+            # each of more sequences) apart, for the cost of each further sequence
+            many = None
+            if "sequences" in f and fm.any():
+                seqs = np.asarray(f["sequences"])
+                batch = int(seqs[fm].min())
+                kw_seq = {"measured_sequences": batch}
+                spread = fm & (seqs > batch)
+                if spread.any():
+                    i = np.flatnonzero(spread)[0]
+                    many = (int(seqs[i]), float(f["rows"][i]), float(f["seconds"][i]))
+                fm = fm & (seqs == batch)
+            rows, secs = np.asarray(f["rows"], float)[fm], np.asarray(f["seconds"], float)[fm]
+            ctx = np.asarray(f["context"], float)[fm] if "context" in f else np.zeros(rows.size)
+            main = ctx.max() if ctx.size else 0.0
+            at = ctx == main
+            points = [(float(r), float(secs[at & (rows == r)].mean()))
+                      for r in np.unique(rows[at])]
+            # the most rows also timed at a shorter context: attention's cost per row and
+            # context token, for steps asked for at another context
+            kw = {"measured_context": float(main)} if main > 0 else {}
+            both = sorted(set(rows[~at].tolist()) & set(rows[at].tolist()))
+            if both:
+                r = both[-1]
+                short = ctx[~at & (rows == r)].max()
+                t_main = secs[at & (rows == r)].mean()
+                t_short = secs[(ctx == short) & (rows == r)].mean()
+                kw = {"measured_context": float(main), "attention_s_per_row_token":
+                      max(float((t_main - t_short) / (r * (main - short))), 0.0)}
+        else:
+            kw = {}
+        shape = None
+        cfg = char.models.get(role, {}).get("config_json")
+        if cfg:
+            try:
+                shape = shape_of(json.loads(cfg))
+            except (KeyError, ValueError, TypeError):
+                shape = None
+        attrs = getattr(char, "attrs", {})
+        bw = float(attrs.get("ar_bound_gbps") or attrs.get("bandwidth_gbps") or 0)
+        step = cls(curves, points, shape, context=context, read_bw=bw * 1e9 or None,
+                   **kw_seq, **kw)
+        if many is not None and points:
+            seqs, rows_many, t_many = many
+            main_ctx = kw.get("measured_context") or max(float(np.max(ctx)), 1.0)
+            extra = t_many - step._at_measured_context(rows_many)
+            step.s_per_sequence_token = max(
+                extra / ((seqs - kw_seq["measured_sequences"]) * main_ctx), 0.0)
+        return step
+
+    @property
+    def overhead_1(self):
+        """Measured forward at its smallest row count minus its GEMMs (non-GEMM work)."""
+        if not self.points:
+            return 0.0
+        r, t = self.points[0]
+        return max(t - self.gemm(r), 0.0)
+
+
+class TakingTurns:
+    """A step cost as SD's collocated round takes it: `step` (timed alone) times the ratio
+    characterize measured between the model's pass inside SD's round (model "sd": the target's
+    verification right after the draft's K steps, and each draft step after the verification)
+    and the same pass timed alone, repeated with its own weights still in the caches. The ratio
+    is measured at one batch, K and context and applied at a run's own."""
+
+    def __init__(self, step, factor):
+        self.step, self.factor = step, factor
+        self.shape = getattr(step, "shape", None)
+
+    def __call__(self, rows, sequences=None):
+        return self.factor * self.step(rows, sequences)
+
+
+def _round_rows(char, model_name):
+    """{kind: (rows, sequences, mean seconds)} of /forward's model `model_name` (the rounds
+    characterize timed), or {} without them."""
+    f = char.tables.get("forward", {})
+    attrs = char.table_attrs.get("forward", {})
+    fn = attrs.get("model_id", {}).get("names", "").split(",")
+    kn = attrs.get("kind_id", {}).get("names", "").split(",")
+    if not f or model_name not in fn:
+        return {}
+    model, kind = np.asarray(f["model_id"]), np.asarray(f["kind_id"])
+    out = {}
+    for k, name in enumerate(kn):
+        m = (model == fn.index(model_name)) & (kind == k)
+        if m.any():
+            out[name] = (float(np.asarray(f["rows"])[m][0]), float(np.asarray(f["sequences"])[m][0]),
+                         float(np.asarray(f["seconds"], float)[m].mean()))
+    return out
+
+
+def ssd_round_factors(char):
+    """(delta, build_factor) from SSD's round as characterize timed it (model "ssd": the
+    target's verification beside the draft rank's uniform:1 cache build, each round started
+    together): the verification's slowdown over the same pass alone, per share of it the build
+    overlapped (two weight streams on one memory bus while both run), and the build's time over
+    its glue and K branch steps alone. None without such rows (older files, no draft rank)."""
+    rows = _round_rows(char, "ssd")
+    target = MeasuredStep.from_characterize(char, "target")
+    draft = MeasuredStep.from_characterize(char, "draft")
+    if "verify" not in rows or "build" not in rows or target is None or draft is None:
+        return None
+    v_rows, b, v_s = rows["verify"]
+    branch_rows, _, build_s = rows["build"]
+    K = int(round(v_rows / b)) - 1
+    alone_verify = target(v_rows, b)
+    alone_build = draft(v_rows, b) + K * draft(branch_rows, b)
+    overlap = min(build_s / v_s, 1.0)
+    delta = max(v_s / alone_verify - 1.0, 0.0) / overlap if overlap > 0 else 0.0
+    return delta, build_s / alone_build
+
+
+def sd_round_factors(char):
+    """(verify, draft): SD's round's passes over the same passes timed alone, from a characterize
+    file's /forward model "sd" rows; None when the file has none (older files, no draft)."""
+    f = char.tables.get("forward", {})
+    fn = char.table_attrs.get("forward", {}).get("model_id", {}).get("names", "").split(",")
+    kn = char.table_attrs.get("forward", {}).get("kind_id", {}).get("names", "").split(",")
+    if not f or "sd" not in fn:
+        return None
+    target = MeasuredStep.from_characterize(char, "target")
+    draft = MeasuredStep.from_characterize(char, "draft")
+    if target is None or draft is None:
+        return None
+    model, kind = np.asarray(f["model_id"]), np.asarray(f["kind_id"])
+    out = []
+    for name, alone in (("verify", target), ("draft", draft)):
+        if name not in kn:
+            return None
+        m = (model == fn.index("sd")) & (kind == kn.index(name))
+        if not m.any():
+            return None
+        rows = float(np.asarray(f["rows"], float)[m][0])
+        out.append(float(np.asarray(f["seconds"], float)[m].mean()) / alone(rows))
+    return tuple(out)

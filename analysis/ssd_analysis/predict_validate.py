@@ -1,0 +1,206 @@
+"""`ssd-analyze predict --validate`: predict.py's model against this project's own runs, each
+run's inputs (acceptance, hit rates, budget, fan-out, fallback) taken from its rounds and every
+step cost from one characterize file."""
+import math
+import os
+import re
+import sys
+
+import numpy as np
+
+from . import hardware as H
+from . import io as sio
+from . import metrics as M
+from . import predict as P
+from .predict_cli import (_emit, _fmt, _load_char, beside_steps, layout_for, ssd_round_for,
+                          steps_for, turns_steps)
+
+
+def run_inputs(run):
+    """alpha, r, alpha_b, r_b of a run: the acceptance rate realised in its /rounds (maximum
+    likelihood of the capped geometric model: accepted / (accepted + rounds with a rejection),
+    over rounds the primary drafted; over the backup's rounds for alpha_b), r from the
+    synthetic outcome law when the run drew its outcomes, else fitted to its bonus ranks; r_b
+    from the law, defaulted as ssd/synthetic_outcome.h does, log2(1 / (1 - A)) of the law's A."""
+    rd = run.rounds
+    cfg = dict(re.findall(r"(\w+)=([\d.]+)", run.config.get("outcomes", "")))
+    acc, src, K = rd.get("accepted"), rd.get("source"), max(run.lookahead, 1)
+
+    def mle(sel, default):
+        if acc is None or not np.any(sel):
+            return default
+        a, rej = float(acc[sel].sum()), float(np.sum(acc[sel] < K))
+        return a / (a + rej) if a + rej > 0 else default
+    alpha = mle(src != M.SOURCE_BACKUP, float(cfg.get("alpha", 0.8))) if acc is not None \
+        else float(cfg.get("alpha", 0.8))
+    alpha_b = mle(src == M.SOURCE_BACKUP, float(cfg.get("alpha_b", 0.0))) if acc is not None \
+        else 0.0
+    if "r" in cfg:
+        r = float(cfg["r"])
+    elif rd.get("bonus_rank") is not None and run.mode == "ssd":
+        ranks = rd["bonus_rank"][rd["outcome_hit"] >= 0]
+        F = np.arange(1, 33)
+        r = M.fit_power_law(F, M.miss_rate_curve(ranks, F), np.full(F.size, ranks.size))
+        r = 0.7 if not math.isfinite(r) else r
+    else:
+        r = 0.7
+    r_b = float(cfg["r_b"]) if "r_b" in cfg else (
+        math.log2(1.0 / max(1.0 - float(cfg["alpha"]), 1e-9)) if "alpha" in cfg else None)
+    return alpha, r, alpha_b, r_b
+
+
+def realised_hit_rates(run):
+    """(p_hit,p, p_hit,b): the share of looked-up outcomes the cache held, after a speculation
+    of the primary and of the backup, as the run's rounds drew them (None where none was
+    looked up). A short run strays from its outcome law: 17 rounds of batch 1 hit a uniform:1
+    cache 0.59 of the time where the law gives 0.75, a tenth fewer tokens per round."""
+    rd = run.rounds
+    hit, src = rd.get("outcome_hit"), rd.get("source")
+    if hit is None or src is None or run.mode != "ssd":
+        return None, None
+    looked = hit >= 0
+
+    def share(sel):
+        return float(hit[sel].mean()) if np.any(sel) else None
+    return share(looked & (src != M.SOURCE_BACKUP)), share(looked & (src == M.SOURCE_BACKUP))
+
+
+def chosen_budget(run):
+    """The per-sequence budget --budget auto chose in a run (the median over its rounds'
+    /rounds/budget), or None: the prediction is of the cache the run built, not of the budget
+    the model would pick."""
+    budget = run.rounds.get("budget")
+    if budget is None or len(budget) == 0:
+        return None
+    chosen = np.asarray(budget)[np.asarray(budget) >= 0]
+    return int(round(float(np.median(chosen)))) if chosen.size else None
+
+
+def prepared_branches(run):
+    """Mean branches per sequence a run's caches really held (/rounds/fanout, Definition 10's
+    prepared fan-out, summed over k), or None. Below the configured shape when Saguaro's C < 1
+    spares the branch of the draft's own token (fig5: 5.5 of uniform:2's 8 at C = 0.75)."""
+    fanout = run.rounds.get("fanout")
+    if fanout is None or np.ndim(fanout) != 2:
+        return None
+    looked = np.asarray(fanout)[np.asarray(fanout)[:, 0] >= 0]
+    return float(looked.sum(axis=1).mean()) if len(looked) else None
+
+
+def predict_run(run, char):
+    """Predicted decode tok/s of one run file from the characterize file's step costs."""
+    hw = H.cpu_profile(char)
+    b, K, mnt = run.batch_size, run.lookahead, run.max_new_tokens
+    ctx = int(float(run.config.get("prompt_len", 16) or 16)) + mnt // 2
+    t_spec = run.target
+    d_spec = t_spec if run.draft.startswith("perturb:") else run.draft
+    t_step, shape = steps_for(t_spec, char, hw, int(run.config.get("target_tp", 1)), ctx,
+                               f"{run.name}: target")
+    if run.mode == "ar":
+        return P.predict_ar(layout_for(t_step, t_step, hw, shape.vocab, 1), b, run.temperature), {}
+    d_step, _ = steps_for(d_spec, char, hw, 1, ctx, f"{run.name}: draft")
+    D = max(int(run.config.get("draft_ranks", 1) or 0), 0)
+    tp = int(run.config.get("target_tp", 1))
+    lay = layout_for(t_step, d_step, hw, shape.vocab, max(D, 1), collocated=(D == 0),
+                     beside=beside_steps(t_spec, d_spec, char, tp, D, ctx),
+                     turns=turns_steps(t_spec, d_spec, char, tp, t_step, d_step),
+                     ssd_round=ssd_round_for(t_spec, d_spec, char, tp, D))
+    alpha, r, alpha_b, r_b = run_inputs(run)
+    info = {"alpha": alpha, "r": r}
+    if run.mode == "sd":
+        pred = P.predict_sd(lay, b, K, alpha, run.temperature)
+    else:
+        budget = run.config.get("budget", "auto")
+        budget = int(budget) if budget.isdigit() else chosen_budget(run)
+        shape_ = P.parse_shape(run.fanout, K, alpha, r, budget)
+        bshape = P.parse_shape(run.config.get("fanout_backup", "uniform:1"), K, alpha_b,
+                               r_b or 1.0, budget or 1)
+        pred = P.predict_ssd(lay, b, K, alpha, r, run.fallback, shape=shape_,
+                             temperature=run.temperature, alpha_b=alpha_b, r_b=r_b,
+                             backup_shape=bshape, max_budget=64,
+                             built=prepared_branches(run) if shape_ else None,
+                             realised=realised_hit_rates(run))
+    # the token limit cuts each sequence's last round short: half a round is lost on average
+    if run.mode == "ar":
+        return pred, info
+    e = P.tokens_per_round(alpha, K)
+    n = max(mnt - 1, 1)
+    pred.tok_s *= (n / e) / (n / e + 0.5)
+    return pred, info
+
+
+def validate(args, out=print):
+    if not args.characterize:
+        raise H.InputError("--validate: needs --characterize FILE (the machine's step costs)")
+    char = _load_char(args.characterize)
+    runs, errors = sio.load_runs(args.validate)
+    for e in errors:
+        print(f"ssd-analyze predict: {e}", file=sys.stderr)
+    # The AR run of each SD/SSD run's own sweep (same folder, same sweep key), for speedups.
+    baselines = {}
+    for run in runs:
+        if not run.is_characterize and run.mode == "ar":
+            baselines.setdefault((os.path.dirname(run.path), run.sweep_key()), run)
+    rows = []
+    for run in runs:
+        if run.is_characterize:
+            continue
+        try:
+            pred, info = predict_run(run, char)
+            base = baselines.get((os.path.dirname(run.path), run.sweep_key()))
+            speedup = (pred.tok_s / predict_run(base, char)[0].tok_s, run.tok_s / base.tok_s) \
+                if base is not None and run.mode != "ar" else (math.nan, math.nan)
+        except H.InputError as e:
+            print(f"ssd-analyze predict: {e}", file=sys.stderr)
+            continue
+        err = M.relative_error(pred.tok_s, run.tok_s)
+        x_err = M.relative_error(*speedup)
+        # More ranks than the host has CPUs: the draft ranks took the target's cores, which the
+        # model (every rank on hardware of its own) does not describe; shown, not counted.
+        ranks = int(run.config.get("target_tp", 1) or 1) + max(
+            int(run.config.get("draft_ranks", 0) or 0), 0)
+        cpus = run.attrs.get("host_cpus")
+        oversubscribed = cpus is not None and ranks > int(cpus)
+        rows.append({"file": run.name, "mode": run.mode, "target": run.target.removeprefix(
+            "synthetic:"), "draft": run.draft.removeprefix("synthetic:"), "b": run.batch_size,
+            "K": run.lookahead or None, "fanout": run.fanout, "fallback": pred.fallback,
+            "alpha": info.get("alpha"), "r": info.get("r"), "p_hit": pred.p_hit,
+            "T_p": pred.t_p, "predicted": pred.tok_s, "measured": run.tok_s, "rel_err": err,
+            "within": abs(err) <= args.tol, "oversubscribed": oversubscribed,
+            "x_pred": speedup[0], "x_meas": speedup[1], "x_err": x_err,
+            "x_within": abs(x_err) <= args.tol if math.isfinite(x_err) else None})
+    cols = ["file", "mode", "target", "draft", "b", "K", "fanout", "fallback", "alpha", "r",
+            "p_hit", "T_p", "predicted", "measured", "rel_err", "within", "x_pred", "x_meas",
+            "x_err"]
+    for r in rows:
+        for c, spec in (("alpha", ".3f"), ("r", ".2f"), ("p_hit", ".3f"), ("T_p", ".2f"),
+                        ("predicted", ".1f"), ("measured", ".1f"), ("rel_err", "+.1%"),
+                        ("x_pred", ".3f"), ("x_meas", ".3f"), ("x_err", "+.1%")):
+            r[c + "_txt"] = _fmt(r[c], spec)
+        r["within_txt"] = ("n/a: ranks > CPUs" if r["oversubscribed"] else
+                           "yes" if r["within"] else "NO")
+    header = {"characterize": f"{args.characterize} ({char.attrs.get('target')} + "
+                              f"{char.attrs.get('draft')}, {char.attrs.get('backend')})",
+              "inputs": "alpha, r, K, b, fan-out, fallback from each run, and the hit rates "
+                        "and budget its rounds drew; step costs from the characterize file only", "tolerance": f"{args.tol:.0%}",
+              "x_pred, x_meas, x_err": "an SD/SSD run's speedup over the AR run of its own "
+                                       "sweep, predicted and measured: the host's drift "
+                                       "between characterize and the sweep cancels"}
+    _emit(rows, cols, args.format, header, out)
+    counted = [r for r in rows if not r["oversubscribed"]]
+    n_ok = sum(r["within"] for r in counted)
+    if args.format == "text":
+        errs = np.abs([r["rel_err"] for r in counted]) if counted else np.array([math.nan])
+        skipped = len(rows) - len(counted)
+        out(f"# {n_ok} of {len(counted)} runs within {args.tol:.0%} (median |error| "
+            f"{np.nanmedian(errs):.1%}, max {np.nanmax(errs):.1%})"
+            + (f"; {skipped} oversubscribed runs (more ranks than host CPUs) not counted"
+               if skipped else "")
+            + ("" if n_ok == len(counted) else "; see analysis/README.md, 'predict', for why"))
+        x = [r for r in counted if r["x_within"] is not None]
+        if x:
+            x_errs = np.abs([r["x_err"] for r in x])
+            out(f"# speedup over the sweep's AR run: {sum(r['x_within'] for r in x)} of {len(x)} "
+                f"SD/SSD runs within {args.tol:.0%} (median |error| {np.median(x_errs):.1%}, "
+                f"max {np.max(x_errs):.1%})")
+    return 0 if rows else 2

@@ -184,7 +184,7 @@ std::vector<ForwardResult> time_draft_forwards(Model& model, int rank, const For
     const ForwardBatch branches = branch_step(p.batch, p.context, K, most_rows, scratch, vocab);
     std::vector<float> logits;
     keep_busy_until_peer_done(p.peer, [&] { g.forward(branches, logits); });
-    out.push_back(time_ssd_rounds_draft(g, rank, p));
+    for (const ForwardResult& r : time_ssd_rounds_draft(g, rank, p)) out.push_back(r);
   }
   return out;
 }

@@ -172,10 +172,12 @@ std::vector<ForwardResult> time_sd_rounds(ModelGroup& target, Model& draft_model
                                           const ForwardPlan& plan);
 // SSD's round between the target's leader and the draft rank (plan.peer): the target verifies
 // while the draft builds a uniform:1 cache (glue + K branch steps over plan.branch_rows'
-// fewest rows), every round started by the target's go. Model "ssd": the target's kind verify,
-// the draft's kind build. Both sides call theirs at once.
+// fewest rows), every round started by the target's go; then the draft drafts K tokens just
+// in time, as after a miss. Model "ssd": the target's kind verify, the draft's kinds build and
+// fallback (per step). Both sides call theirs at once.
 ForwardResult time_ssd_rounds_target(ModelGroup& target, int rank, const ForwardPlan& plan);
-ForwardResult time_ssd_rounds_draft(ModelGroup& draft, int rank, const ForwardPlan& plan);
+std::vector<ForwardResult> time_ssd_rounds_draft(ModelGroup& draft, int rank,
+                                                 const ForwardPlan& plan);
 
 // ---- the verification window (characterize_window.cpp) ----
 

@@ -34,7 +34,8 @@ bool more_rounds(int rounds, double start, const ForwardPlan& p) {
   return rounds < 3 || MPI_Wtime() - start < p.min_time;
 }
 
-constexpr int kGoTag = 112, kBuiltTag = 113;  // only characterize's SSD rounds send them
+// Only characterize's SSD rounds send these.
+constexpr int kGoTag = 112, kVerifiedTag = 113, kDoneTag = 114;
 
 }  // namespace
 
@@ -84,9 +85,9 @@ std::vector<ForwardResult> time_sd_rounds(ModelGroup& target, Model& draft_model
                        best_draft)};
 }
 
-// SSD's round, target side: each round sends the draft rank (p.peer) its go, verifies, and
-// waits for the draft's cache build to end before the next, as the next round's speculation
-// waits for it. Model "ssd", kind verify.
+// SSD's round, target side: each round sends the draft rank (p.peer) its go, verifies, sends
+// the outcome and waits for the draft's answer, as a round that missed the cache waits for the
+// just-in-time speculation. Model "ssd", kind verify.
 ForwardResult time_ssd_rounds_target(ModelGroup& target, int rank, const ForwardPlan& p) {
   const int K = p.lookahead;
   const ForwardBatch verify =
@@ -95,14 +96,14 @@ ForwardResult time_ssd_rounds_target(ModelGroup& target, int rank, const Forward
   std::vector<float> logits;
   double total = 0.0, best = 1e300;
   auto round = [&](bool timed) {
-    int go = 1;
-    double built = 0.0;
+    int go = 1, done = 0;
     MPI_Send(&go, 1, MPI_INT, p.peer, kGoTag, MPI_COMM_WORLD);
     const double start = MPI_Wtime();
     target.forward(verify, logits);
     backend.synchronize();
     const double seconds = MPI_Wtime() - start;
-    MPI_Recv(&built, 1, MPI_DOUBLE, p.peer, kBuiltTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Send(&go, 1, MPI_INT, p.peer, kVerifiedTag, MPI_COMM_WORLD);
+    MPI_Recv(&done, 1, MPI_INT, p.peer, kDoneTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     if (timed) total += seconds, best = std::min(best, seconds);
   };
   round(false);  // warm-up
@@ -116,30 +117,43 @@ ForwardResult time_ssd_rounds_target(ModelGroup& target, int rank, const Forward
 
 // SSD's round, draft side: on each go, the cache build of SaguaroDrafter::build_cache for
 // uniform:1 (p.branch_rows' fewest rows, b(K+1)): the glue step over K+1 tokens per sequence,
-// then K branch steps. Model "ssd", kind build (the whole build; rows: of each branch step).
-ForwardResult time_ssd_rounds_draft(ModelGroup& draft, int rank, const ForwardPlan& p) {
+// then K branch steps; on the outcome, the K one-token steps of a just-in-time speculation, as
+// after a miss. Model "ssd", kinds build (the whole build; rows: of each branch step) and
+// fallback (per step).
+std::vector<ForwardResult> time_ssd_rounds_draft(ModelGroup& draft, int rank,
+                                                 const ForwardPlan& p) {
   const int K = p.lookahead, vocab = draft.config().vocab_size;
   const int rows = p.branch_rows.empty() ? p.batch * (K + 1) : p.branch_rows.front();
   const int scratch = p.context + K + 1;
   const ForwardBatch glue = causal_step(p.batch, p.context, K + 1, vocab, true);
   const ForwardBatch branches = branch_step(p.batch, p.context, K, rows, scratch, vocab);
+  const ForwardBatch step = causal_step(p.batch, p.context, 1, vocab, false);
   Backend& backend = *draft.model().backend;
   std::vector<float> logits;
-  double total = 0.0, best = 1e300;
+  double built = 0.0, best_built = 1e300, drafted = 0.0, best_drafted = 1e300;
   int rounds = 0;
   for (int go = 1;; ++rounds) {
     MPI_Recv(&go, 1, MPI_INT, p.peer, kGoTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     if (!go) break;
     const double start = MPI_Wtime();
     draft.forward(glue, logits);
-    for (int step = 0; step < K; ++step) draft.forward(branches, logits);
+    for (int k = 0; k < K; ++k) draft.forward(branches, logits);
     backend.synchronize();
-    const double seconds = MPI_Wtime() - start;
-    MPI_Send(&seconds, 1, MPI_DOUBLE, p.peer, kBuiltTag, MPI_COMM_WORLD);
-    if (rounds > 0) total += seconds, best = std::min(best, seconds);  // round 0: warm-up
+    const double build_s = MPI_Wtime() - start;
+    MPI_Recv(&go, 1, MPI_INT, p.peer, kVerifiedTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    const double outcome = MPI_Wtime();
+    for (int k = 0; k < K; ++k) draft.forward(step, logits);
+    backend.synchronize();
+    const double draft_s = (MPI_Wtime() - outcome) / K;
+    MPI_Send(&go, 1, MPI_INT, p.peer, kDoneTag, MPI_COMM_WORLD);
+    if (rounds == 0) continue;  // warm-up
+    built += build_s, best_built = std::min(best_built, build_s);
+    drafted += draft_s, best_drafted = std::min(best_drafted, draft_s);
   }
   const int timed = std::max(rounds - 1, 1);
-  return round_result("ssd", "build", rank, p, rows, timed, total / timed, best);
+  return {
+      round_result("ssd", "build", rank, p, rows, timed, built / timed, best_built),
+      round_result("ssd", "fallback", rank, p, p.batch, timed * K, drafted / timed, best_drafted)};
 }
 
 }  // namespace ssd

@@ -126,11 +126,13 @@ class Characterize(unittest.TestCase):
         self.assertEqual([r for r, _ in alone[("sd", "verify")]], [b * (K + 1)])
         self.assertEqual([r for r, _ in alone[("sd", "draft")]], [b])
         want_beside = ({k for k in alone if k[0] not in ("host", "sd")} |
-                       {("ssd", "verify"), ("ssd", "build")}) if draft_rank else set()
+                       {("ssd", "verify"), ("ssd", "build"), ("ssd", "fallback")}) \
+            if draft_rank else set()
         self.assertEqual(set(beside), want_beside)
         if draft_rank:
             self.assertEqual([r for r, _ in beside[("ssd", "verify")]], [b * (K + 1)])
             self.assertEqual([r for r, _ in beside[("ssd", "build")]], [branch[0]])
+            self.assertEqual([r for r, _ in beside[("ssd", "fallback")]], [b])
         # one token for each of many sequences, per model and timing
         many = max(16, 2 * b)
         seqs = [int(n) for n in fw["sequences"][...]]

@@ -5,7 +5,7 @@ predict` on the machine it characterized:
   glue, branch steps, the cost curve of 2-16 tokens per sequence) at their row counts, beyond
   them the /gemm table's measured per-row increments, moved to a run's own context and number
   of sequences by what the file also timed (a shorter context; one token for many sequences).
-* The rounds it timed as the runs take them: SD's (`sd_round_factors`, `TakingTurns`) and
+* The rounds it timed as the runs take them: SD's (`sd_round_extras`, `TakingTurns`) and
   SSD's (`ssd_round_factors`, applied by predict.Layout.overlapped).
 """
 import json
@@ -22,7 +22,8 @@ class MeasuredStep:
     """Forward pass timed by a characterize file: the /forward table's measured mean time at
     the row counts it measured for this model (duplicates averaged), linear in between; beyond
     them (and below) the /gemm table's measured per-row increments (each linear shape's time
-    interpolated over its measured rows, extrapolated with the last segment's slope).
+    interpolated over its measured rows, extrapolated with the last segment's slope) plus each
+    further row's attention over the context.
 
     The points are timed at one context (characterize --context). Where the file also timed a
     step at a shorter context, the difference is attention's cost per row and context token,
@@ -86,7 +87,9 @@ class MeasuredStep:
         if xs[0] <= rows <= xs[-1]:
             return float(np.interp(rows, xs, ys))
         edge, t = (xs[0], ys[0]) if rows < xs[0] else (xs[-1], ys[-1])
-        return max(t + self.gemm(rows) - self.gemm(edge), 0.0)
+        # the GEMMs' measured increments, and each further row's attention over the context
+        attention = self.attention_s_per_row_token * (self.measured_context or 0)
+        return max(t + self.gemm(rows) - self.gemm(edge) + attention * (rows - edge), 0.0)
 
     @classmethod
     def from_characterize(cls, char, role, concurrent=False, context=None):
@@ -178,18 +181,20 @@ class MeasuredStep:
 
 
 class TakingTurns:
-    """A step cost as SD's collocated round takes it: `step` (timed alone) times the ratio
-    characterize measured between the model's pass inside SD's round (model "sd": the target's
-    verification right after the draft's K steps, and each draft step after the verification)
-    and the same pass timed alone, repeated with its own weights still in the caches. The ratio
-    is measured at one batch, K and context and applied at a run's own."""
+    """A step cost as SD's collocated round takes it: `step` (timed alone) plus what
+    characterize measured the model's pass to cost more inside SD's round (model "sd": the
+    target's verification right after the draft's K steps, each draft step right after the
+    verification) than the same pass repeated alone. The difference is weights the repeated pass
+    finds in the last-level cache and the round's pass reads from memory again, the other
+    model's weights having gone through the cache in between: bytes, so the same seconds at any
+    rows and context."""
 
-    def __init__(self, step, factor):
-        self.step, self.factor = step, factor
+    def __init__(self, step, extra_s):
+        self.step, self.extra_s = step, extra_s
         self.shape = getattr(step, "shape", None)
 
     def __call__(self, rows, sequences=None):
-        return self.factor * self.step(rows, sequences)
+        return self.step(rows, sequences) + self.extra_s
 
 
 def _round_rows(char, model_name):
@@ -212,15 +217,18 @@ def _round_rows(char, model_name):
 
 
 def ssd_round_factors(char):
-    """(delta, build_factor) from SSD's round as characterize timed it (model "ssd": the
-    target's verification beside the draft rank's uniform:1 cache build, each round started
-    together): the verification's slowdown over the same pass alone, per share of it the build
-    overlapped (two weight streams on one memory bus while both run), and the build's time over
-    its glue and K branch steps alone. None without such rows (older files, no draft rank)."""
+    """(delta, build_factor, fallback_extra_s) from SSD's round as characterize timed it (model
+    "ssd": the target's verification beside the draft rank's uniform:1 cache build, each round
+    started together, then K just-in-time draft steps): the verification's slowdown over the
+    same pass alone, per share of it the build overlapped (two weight streams on one memory bus
+    while both run: a rate); the build's time over its glue and K branch steps alone; the
+    seconds a just-in-time step takes beyond the draft's step alone (at least 0: a shared
+    last-level cache has just carried the target's weights, as TakingTurns). None without such
+    rows (older files, no draft rank)."""
     rows = _round_rows(char, "ssd")
     target = MeasuredStep.from_characterize(char, "target")
     draft = MeasuredStep.from_characterize(char, "draft")
-    if "verify" not in rows or "build" not in rows or target is None or draft is None:
+    if any(k not in rows for k in ("verify", "build", "fallback")) or None in (target, draft):
         return None
     v_rows, b, v_s = rows["verify"]
     branch_rows, _, build_s = rows["build"]
@@ -229,29 +237,18 @@ def ssd_round_factors(char):
     alone_build = draft(v_rows, b) + K * draft(branch_rows, b)
     overlap = min(build_s / v_s, 1.0)
     delta = max(v_s / alone_verify - 1.0, 0.0) / overlap if overlap > 0 else 0.0
-    return delta, build_s / alone_build
+    step_rows, _, step_s = rows["fallback"]
+    return delta, build_s / alone_build, max(step_s - draft(step_rows, b), 0.0)
 
 
-def sd_round_factors(char):
-    """(verify, draft): SD's round's passes over the same passes timed alone, from a characterize
-    file's /forward model "sd" rows; None when the file has none (older files, no draft)."""
-    f = char.tables.get("forward", {})
-    fn = char.table_attrs.get("forward", {}).get("model_id", {}).get("names", "").split(",")
-    kn = char.table_attrs.get("forward", {}).get("kind_id", {}).get("names", "").split(",")
-    if not f or "sd" not in fn:
-        return None
+def sd_round_extras(char):
+    """(verify, draft) seconds SD's round's passes took beyond the same passes alone (at
+    least 0), from a characterize file's /forward model "sd"; None when the file has none
+    (older files, no draft)."""
+    rows = _round_rows(char, "sd")
     target = MeasuredStep.from_characterize(char, "target")
     draft = MeasuredStep.from_characterize(char, "draft")
-    if target is None or draft is None:
+    if any(k not in rows for k in ("verify", "draft")) or None in (target, draft):
         return None
-    model, kind = np.asarray(f["model_id"]), np.asarray(f["kind_id"])
-    out = []
-    for name, alone in (("verify", target), ("draft", draft)):
-        if name not in kn:
-            return None
-        m = (model == fn.index("sd")) & (kind == kn.index(name))
-        if not m.any():
-            return None
-        rows = float(np.asarray(f["rows"], float)[m][0])
-        out.append(float(np.asarray(f["seconds"], float)[m].mean()) / alone(rows))
-    return tuple(out)
+    (v_rows, b, v_s), (d_rows, _, d_s) = rows["verify"], rows["draft"]
+    return max(v_s - target(v_rows, b), 0.0), max(d_s - draft(d_rows, b), 0.0)

@@ -22,6 +22,8 @@ The speedup formulas are metrics.py's (Theorem 7, Corollary 16, Equation (1), Th
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from . import metrics as M
 
 WINDOW_SLACK = 0.9   # the hidden budget must finish within 90% of verify (as ssd/fanout.h)
@@ -99,8 +101,9 @@ class Layout:
     # characterize timed SD's round (hardware.TakingTurns), those costs; else the ones alone.
     target_turns: object = None
     draft_turns: object = None
-    # Where characterize timed SSD's round (hardware.ssd_round_factors): (delta, build_factor),
-    # applied to the costs alone by overlapped(), in place of target_beside / draft_beside.
+    # Where characterize timed SSD's round (measured.ssd_round_factors): (delta, build_factor,
+    # fallback_extra_s), applied to the costs alone by overlapped() and fallback_step(), in
+    # place of target_beside / draft_beside.
     ssd_round: object = None
 
     def side_by_side(self):
@@ -117,9 +120,14 @@ class Layout:
         as given."""
         if self.ssd_round is None:
             return verify_s, build_s
-        delta, factor = self.ssd_round
+        delta, factor, _ = self.ssd_round
         build = build_s * factor
         return verify_s * (1.0 + delta * min(build / verify_s, 1.0)), build
+
+    def fallback_step(self, s):
+        """One just-in-time draft step over s sequences after a miss (the draft alone, or as
+        SSD's round timed it)."""
+        return self.draft(s, s) + (0.0 if self.ssd_round is None else self.ssd_round[2])
 
     def taking_turns(self):
         """(target, draft) costs of collocated SD's verification and draft steps."""
@@ -181,17 +189,23 @@ def verify_time(lay, b, K, temperature, beside=False):
     return target(b * (K + 1), b) + b * (K + 1) * lay.pick(temperature)
 
 
-def predict_sd(lay, b, K, alpha, temperature=0.0):
+def predict_sd(lay, b, K, alpha, temperature=0.0, synthetic=False):
     """Collocated SD draws K draft steps then verifies, each model's pass after the other's
-    (lay.taking_turns); a separate draft adds two messages, and each model keeps its rank."""
+    (lay.taking_turns); a separate draft adds two messages, and each model keeps its rank.
+    synthetic: a run whose outcomes are drawn (--outcomes synthetic:) also lists each drafted
+    token's top 64 candidates, and after a full accept drafts one more step for the list
+    after s_K (ssd/drafter.cpp resolve_last_position)."""
     ar = predict_ar(lay, b, temperature).round_s
-    if lay.sd_collocated:
-        target, draft_step = lay.taking_turns()
-        verify = target(b * (K + 1), b) + b * (K + 1) * lay.pick(temperature)
-        draft = K * (draft_step(b, b) + b * lay.pick(temperature))
-    else:
-        verify = verify_time(lay, b, K, temperature)
-        draft = K * (lay.draft(b, b) + b * lay.pick(temperature)) + lay.messages(b, K, temperature)
+    target, draft_step = lay.taking_turns() if lay.sd_collocated else (lay.target, lay.draft)
+    verify = target(b * (K + 1), b) + b * (K + 1) * lay.pick(temperature)
+    draft = K * (draft_step(b, b) + b * lay.pick(temperature))
+    if synthetic:
+        full = min(max(alpha, 0.0), 1.0) ** K   # P(a row accepts all K)
+        rows = max(1, round(b * full))
+        draft += K * b * lay.candidates() + (1.0 - (1.0 - full) ** b) * (
+            draft_step(rows, rows) + rows * lay.candidates())
+    if not lay.sd_collocated:
+        draft += lay.messages(b, K, temperature)
     speedup = M.sd_speedup(tokens_per_round(alpha, K), draft / verify, verify=verify / ar)
     return Prediction("sd", b * speedup / ar, K=K, round_s=verify + draft)
 
@@ -238,7 +252,7 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
     primary's and a backup's speculation that a measured run drew, in place of the law's."""
     s = math.ceil(b / lay.draft_ranks)
     # The build overlaps the verification (side by side); a miss's just-in-time drafting
-    # does not (the target waits), so t_jit uses the draft's steps timed alone.
+    # does not (the target waits): the draft's steps alone, or as SSD's round timed them.
     draft_beside = lay.side_by_side()[1]
     verify0 = verify_time(lay, b, K, temperature, beside=True)
     glue = draft_beside(s * (K + 1), s) + s * (K + 1) * lay.candidates()
@@ -246,7 +260,8 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
     e_hit = tokens_per_round(alpha, K)
     e_miss_backup = tokens_per_round(alpha_b, K)
     r_b = math.log2(1.0 / max(1.0 - alpha, 1e-9)) if r_b is None else r_b
-    jit = K * branch_step(lay, s, 1, temperature)  # K just-in-time steps
+    # K just-in-time steps, each row's candidate list and token beside
+    jit = K * (lay.fallback_step(s) + s * (lay.candidates() + lay.pick(temperature)))
     t_backup = 0.0
     if shape is not None:
         p_law = hit_rate(shape, alpha, r)
@@ -284,6 +299,37 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
     best.window_budget = window_budget(lay, b, K, verify0)
     best.b_star = M.b_star(hit_rate(best.shape, alpha, r), e_hit, e_miss_backup, best_t_jit)
     return best
+
+
+def accepted_draws(rng, alpha, K, size):
+    """Accepted drafted tokens of `size` verifications: iid acceptance alpha until the first
+    rejection, at most K (the law of tokens_per_round)."""
+    a = min(max(alpha, 0.0), 1.0)
+    if a >= 1.0:
+        return np.full(size, K)
+    return np.minimum(rng.geometric(1.0 - a, size) - 1, K)
+
+
+def finite_run_rate(round_at, b, n, tokens_at, trials=200, seed=1):
+    """tok/s of b sequences that each stop at n new tokens, where tok/s of an endless batch
+    (b x tokens per round / round) overstates a measured run twice: a sequence's last round
+    commits only what it still needs, and the batch's rounds run on with fewer rows until the
+    last of its b sequences is done. round_at(rows): one round's seconds with `rows` live rows;
+    tokens_at(rng, rows): the tokens each live row commits in a round. Seeded: the same input
+    gives the same rate."""
+    rng = np.random.default_rng(seed)
+    seconds = {}
+    total = 0.0
+    for _ in range(trials):
+        left = np.full(b, n)
+        while np.any(left > 0):
+            live = left > 0
+            rows = int(live.sum())
+            if rows not in seconds:
+                seconds[rows] = round_at(rows)
+            total += seconds[rows]
+            left[live] -= tokens_at(rng, rows)
+    return b * n * trials / total
 
 
 def best_over_k(fn, ks):

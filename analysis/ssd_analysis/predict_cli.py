@@ -137,20 +137,20 @@ def _same_pair(target, draft, char, tp):
 
 def ssd_round_for(target, draft, char, tp, D):
     """SSD's round's (delta, build_factor) when the characterize file timed it for this very
-    pair (hardware.ssd_round_factors); else None."""
+    pair (measured.ssd_round_factors); else None."""
     return MS.ssd_round_factors(char) if D >= 1 and _same_pair(target, draft, char, tp) else None
 
 
 def turns_steps(target, draft, char, tp, t_step, d_step):
-    """(target, draft) costs as collocated SD takes turns: the steps scaled by what
-    characterize measured in SD's round for this very pair (hardware.sd_round_factors); else
-    (None, None)."""
+    """(target, draft) costs as collocated SD takes turns: the steps plus what characterize
+    measured them to cost more in SD's round for this very pair (measured.sd_round_extras);
+    else (None, None)."""
     if not _same_pair(target, draft, char, tp):
         return None, None
-    factors = MS.sd_round_factors(char)
-    if factors is None:
+    extras = MS.sd_round_extras(char)
+    if extras is None:
         return None, None
-    return MS.TakingTurns(t_step, factors[0]), MS.TakingTurns(d_step, factors[1])
+    return MS.TakingTurns(t_step, extras[0]), MS.TakingTurns(d_step, extras[1])
 
 
 def _same_spec(a, b):

@@ -108,24 +108,36 @@ def predict_run(run, char):
     alpha, r, alpha_b, r_b = run_inputs(run)
     info = {"alpha": alpha, "r": r}
     if run.mode == "sd":
-        pred = P.predict_sd(lay, b, K, alpha, run.temperature)
+        synthetic = run.config.get("outcomes", "").startswith("synthetic")
+
+        def predict_at(rows):
+            return P.predict_sd(lay, rows, K, alpha, run.temperature, synthetic)
     else:
         budget = run.config.get("budget", "auto")
         budget = int(budget) if budget.isdigit() else chosen_budget(run)
         shape_ = P.parse_shape(run.fanout, K, alpha, r, budget)
         bshape = P.parse_shape(run.config.get("fanout_backup", "uniform:1"), K, alpha_b,
                                r_b or 1.0, budget or 1)
-        pred = P.predict_ssd(lay, b, K, alpha, r, run.fallback, shape=shape_,
-                             temperature=run.temperature, alpha_b=alpha_b, r_b=r_b,
-                             backup_shape=bshape, max_budget=64,
-                             built=prepared_branches(run) if shape_ else None,
-                             realised=realised_hit_rates(run))
-    # the token limit cuts each sequence's last round short: half a round is lost on average
-    if run.mode == "ar":
-        return pred, info
-    e = P.tokens_per_round(alpha, K)
-    n = max(mnt - 1, 1)
-    pred.tok_s *= (n / e) / (n / e + 0.5)
+
+        def predict_at(rows):
+            return P.predict_ssd(lay, rows, K, alpha, r, run.fallback, shape=shape_,
+                                 temperature=run.temperature, alpha_b=alpha_b, r_b=r_b,
+                                 backup_shape=bshape, max_budget=64,
+                                 built=prepared_branches(run) if shape_ else None,
+                                 realised=realised_hit_rates(run))
+    pred = predict_at(b)
+    # A row's round is the backup's with the stationary miss share (Equation (1)); else the
+    # primary's, a cache hit's or a just-in-time draft's alike.
+    backup_share = 1.0 - pred.p_hit if pred.fallback == "backup" else 0.0
+
+    def tokens_at(rng, rows):
+        drafted = P.accepted_draws(rng, alpha, K, rows)
+        if backup_share > 0:
+            backup = rng.random(rows) < backup_share
+            drafted[backup] = P.accepted_draws(rng, alpha_b, K, int(backup.sum()))
+        return 1 + drafted
+    pred.tok_s = P.finite_run_rate(lambda rows: predict_at(rows).round_s, b,
+                                   max(mnt - 1, 1), tokens_at)
     return pred, info
 
 

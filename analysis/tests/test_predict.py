@@ -254,17 +254,21 @@ class Rounds(unittest.TestCase):
     the other's), SSD's round (the verification beside a cache build), and one token for each
     of many sequences."""
 
-    def test_sd_round_scales_collocated_sd_only(self):
+    def test_sd_round_adds_to_collocated_sd_only(self):
         from ssd_analysis import predict_cli as PC
         # in SD's round the verification took 0.018 (0.015 alone), a draft step 0.0015 (0.001)
         char = with_rounds(fake_characterize(), [("sd", "verify", 5, 1, 0.018, 0),
                                                  ("sd", "draft", 1, 1, 0.0015, 0)])
-        self.assertEqual(MS.sd_round_factors(char), (0.018 / 0.015, 1.5))
+        extras = MS.sd_round_extras(char)
+        self.assertAlmostEqual(extras[0], 0.003)
+        self.assertAlmostEqual(extras[1], 0.0005)
         t, d = (MS.MeasuredStep.from_characterize(char, r) for r in ("target", "draft"))
         self.assertAlmostEqual(t(5), 0.015)   # the round's rows are not points of the step
         turns = PC.turns_steps("llama-124m", "llama-12m", char, 1, t, d)
         self.assertAlmostEqual(turns[0](5), 0.018)
         self.assertAlmostEqual(turns[1](1), 0.0015)
+        # the same seconds at other rows: weights read again, whatever the rows
+        self.assertAlmostEqual(turns[0](1), 0.010 + 0.003)
         self.assertEqual(PC.turns_steps("llama-12m", "llama-12m", char, 1, t, d), (None, None))
         plain = P.Layout(t, d, 1e-6, 1e9, 32000, 1, True)
         turned = P.Layout(t, d, 1e-6, 1e9, 32000, 1, True, None, None, None, *turns)
@@ -280,12 +284,15 @@ class Rounds(unittest.TestCase):
         from ssd_analysis import predict_cli as PC
         # SSD's round: the verification 0.018 beside a build of 0.012 (0.002 + 4 x 0.0025
         # alone: glue = the 5-row pass, branch steps of 10 rows interpolated past 5 rows)
+        # and just-in-time steps of 0.0015 (0.001 alone)
         char = with_rounds(fake_characterize(), [("ssd", "verify", 5, 1, 0.018, 1),
-                                                 ("ssd", "build", 10, 1, 0.012, 1)])
+                                                 ("ssd", "build", 10, 1, 0.012, 1),
+                                                 ("ssd", "fallback", 1, 1, 0.0015, 1)])
         d = MS.MeasuredStep.from_characterize(char, "draft")
         alone_build = d(5) + 4 * d(10)
-        delta, factor = MS.ssd_round_factors(char)
+        delta, factor, fallback = MS.ssd_round_factors(char)
         self.assertAlmostEqual(factor, 0.012 / alone_build)
+        self.assertAlmostEqual(fallback, 0.0005)
         self.assertAlmostEqual(delta, (0.018 / 0.015 - 1) / (0.012 / 0.018))
         t = MS.MeasuredStep.from_characterize(char, "target")
         lay = P.Layout(t, d, 1e-6, 1e9, 32000, 1, False,
@@ -297,9 +304,12 @@ class Rounds(unittest.TestCase):
         self.assertAlmostEqual(lay.overlapped(0.015, 0.0)[0], 0.015)   # no build, no slowdown
         self.assertAlmostEqual(lay.overlapped(0.015, 1.0)[0], 0.015 * (1 + delta))
         self.assertIsNone(PC.ssd_round_for("llama-124m", "llama-12m", char, 1, 0))
-        # a bigger cache overlaps more of the verification: each round costs more
-        small = P.predict_ssd(lay, 1, 4, 0.8, 0.7, "primary", budget=1)
-        big = P.predict_ssd(lay, 1, 4, 0.8, 0.7, "primary", budget=3)
+        self.assertAlmostEqual(lay.fallback_step(1), 0.0015)
+        self.assertAlmostEqual(replace(lay, ssd_round=None).fallback_step(1), 0.001)
+        # a bigger cache overlaps more of the verification: each round costs more (the
+        # backup fallback, whose misses cost no drafting, so only the verification differs)
+        small = P.predict_ssd(lay, 1, 4, 0.8, 0.7, "backup", budget=1)
+        big = P.predict_ssd(lay, 1, 4, 0.8, 0.7, "backup", budget=3)
         self.assertLess(small.round_s, big.round_s)
 
     def test_further_sequences_cost_what_characterize_measured(self):

@@ -4,7 +4,6 @@ Run: /usr/bin/python3 -m unittest discover -s analysis/tests"""
 import glob
 import itertools
 import json
-import math
 import os
 import subprocess
 import sys
@@ -346,6 +345,41 @@ class Rounds(unittest.TestCase):
                               realised=(0.75, None))
         self.assertAlmostEqual(drawn.p_hit, 0.75)
         self.assertNotAlmostEqual(law.p_hit, 0.75)
+
+
+class FiniteRuns(unittest.TestCase):
+    """A measured run stops each sequence at its token limit, and its batch at the last."""
+
+    def test_finite_run_rate(self):
+        five = lambda rng, rows: np.full(rows, 5)   # noqa: E731
+        # 20 tokens in 4 rounds of 5: the endless rate exactly
+        self.assertAlmostEqual(P.finite_run_rate(lambda rows: 0.01, 1, 20, five), 500.0)
+        # 21 tokens take a fifth round for one token
+        self.assertAlmostEqual(P.finite_run_rate(lambda rows: 0.01, 1, 21, five), 21 / 0.05)
+        # rows finish at different rounds: the batch's rounds run on with fewer rows
+        rng_tokens = lambda rng, rows: 1 + P.accepted_draws(rng, 0.8, 4, rows)   # noqa: E731
+        endless = 16 * P.tokens_per_round(0.8, 4) / 0.05
+        finite = P.finite_run_rate(lambda rows: 0.05, 16, 47, rng_tokens)
+        self.assertLess(finite, 0.9 * endless)
+        # a round with fewer rows costing less gives some of that back
+        cheaper = P.finite_run_rate(lambda rows: 0.05 * rows / 16, 16, 47, rng_tokens)
+        self.assertGreater(cheaper, finite)
+        self.assertEqual(P.finite_run_rate(lambda rows: 0.05, 16, 47, rng_tokens), finite)
+
+    def test_accepted_draws(self):
+        rng = np.random.default_rng(3)
+        draws = P.accepted_draws(rng, 0.8, 4, 200000)
+        self.assertEqual(draws.min(), 0)
+        self.assertEqual(draws.max(), 4)
+        self.assertAlmostEqual(1 + draws.mean(), P.tokens_per_round(0.8, 4), delta=0.01)
+        self.assertTrue(np.all(P.accepted_draws(rng, 1.0, 4, 5) == 4))
+
+    def test_synthetic_sd_drafts_the_resolve_step(self):
+        lay = gpu_layout()
+        plain = P.predict_sd(lay, 1, 4, 0.8)
+        synthetic = P.predict_sd(lay, 1, 4, 0.8, synthetic=True)
+        # 0.8^4 of the rounds draft one more step
+        self.assertAlmostEqual(synthetic.round_s - plain.round_s, 0.8 ** 4 * lay.draft(1, 1))
 
 
 def analyze(*args):

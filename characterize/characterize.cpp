@@ -68,11 +68,12 @@ void check_ranks(CharacterizeConfig& c) {
 }
 
 void check_positions(const ModelConfig& mc, const CharacterizeConfig& c, const char* which) {
-  const int64_t needed = int64_t(c.context) + 2 * int64_t(c.lookahead) + 1;
+  // The longest step after the context: 4(K+1) or 16 tokens of the cost curve (forward.cpp).
+  const int64_t needed = int64_t(c.context) + std::max<int64_t>(4 * (int64_t(c.lookahead) + 1), 16);
   if (mc.max_position_embeddings > 0 && needed > mc.max_position_embeddings)
-    throw InputError("--context: " + std::to_string(c.context) + " + 2K + 1 positions exceed the " +
-                     which + "'s max_position_embeddings (" +
-                     std::to_string(mc.max_position_embeddings) + ")");
+    throw InputError(
+        "--context: " + std::to_string(c.context) + " + max(4(K+1), 16) positions exceed the " +
+        which + "'s max_position_embeddings (" + std::to_string(mc.max_position_embeddings) + ")");
 }
 
 // Row counts to measure GEMMs at, in ascending order; equal counts merge their purposes.

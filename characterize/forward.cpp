@@ -39,18 +39,31 @@ ForwardResult timed(ModelGroup& g, const ForwardBatch& batch, const char* model,
 
 // Forward passes over m tokens per sequence with every row's logits: the cost curve between the
 // AR step (m = 1) and the verification (m = K+1) and past it, which predictions read at a run's
-// own row counts (AR over b sequences, verification of b(K+1) rows, the draft's steps).
-constexpr int kCurveTokens[] = {2, 3, 4, 8, 16};
-constexpr int kMostCurveTokens = 16;
+// own row counts (AR over b sequences, verification of b(K+1) rows, the draft's steps). Also
+// at 2(K+1) and 4(K+1), the verification of 2 and 4 sequences: a GEMM's cost steps with its
+// row tiles, so 10 rows cost less than 8 and 16 interpolated (llama-124m: 12.8 ms, not 14.4).
+constexpr int kMostCurveTokens = 16;  // and again at a quarter of the context
 constexpr int kManySequences = 16;
+
+std::vector<int> curve_tokens(int K) {
+  std::vector<int> m = {2, 3, 4, 8, kMostCurveTokens, 2 * (K + 1), 4 * (K + 1)};
+  std::sort(m.begin(), m.end());
+  m.erase(std::unique(m.begin(), m.end()), m.end());
+  m.erase(std::remove(m.begin(), m.end(), K + 1), m.end());
+  return m;
+}
+
+// Slots a sequence needs for every step above after its context.
+int curve_capacity(int K) {
+  return std::max(K + 1, curve_tokens(K).back());
+}
 
 void time_curve(ModelGroup& g, const ForwardPlan& p, const char* model, int rank,
                 std::vector<ForwardResult>& out) {
   const int vocab = g.config().vocab_size;
-  for (int m : kCurveTokens)
-    if (m != p.lookahead + 1)
-      out.push_back(timed(g, causal_step(p.batch, p.context, m, vocab, true), model, "rows",
-                          p.batch, rank, p));
+  for (int m : curve_tokens(p.lookahead))
+    out.push_back(
+        timed(g, causal_step(p.batch, p.context, m, vocab, true), model, "rows", p.batch, rank, p));
   // The longest step again at a quarter of the context: the difference is what attending to the
   // context costs per row and token, which predictions scale to a run's own context.
   const int short_context = p.context / 4;
@@ -140,7 +153,7 @@ std::vector<ForwardResult> time_target_forwards(Model& model, MPI_Comm group, in
   const int K = p.lookahead, vocab = model.config.vocab_size;
   std::vector<ForwardResult> out;
   time_sequences(g, p, "target", rank, out);
-  prefill(g, p.batch, p.context, p.context + std::max(K + 1, kMostCurveTokens));
+  prefill(g, p.batch, p.context, p.context + curve_capacity(K));
   out.push_back(
       timed(g, causal_step(p.batch, p.context, 1, vocab, false), "target", "ar", p.batch, rank, p));
   const ForwardBatch verify = causal_step(p.batch, p.context, K + 1, vocab, true);
@@ -170,7 +183,7 @@ std::vector<ForwardResult> time_draft_forwards(Model& model, int rank, const For
   std::vector<ForwardResult> out;
   time_sequences(g, p, "draft", rank, out);
   prefill(g, p.batch, p.context,
-          std::max(scratch + per_sequence * K, p.context + kMostCurveTokens));
+          std::max(scratch + per_sequence * K, p.context + curve_capacity(K)));
   out.push_back(timed(g, causal_step(p.batch, p.context, 1, vocab, false), "draft", "draft",
                       p.batch, rank, p));
   // The glue step also writes the speculation's K/V, which the branch steps attend to.

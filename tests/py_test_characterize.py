@@ -149,7 +149,8 @@ class Characterize(unittest.TestCase):
             self.assertEqual(sets[("draft", "draft")][0][0], b)
             self.assertEqual(sets[("draft", "glue")][0][0], b * (K + 1))
             self.assertEqual(sorted(r for r, _ in sets[("draft", "branch")]), branch)
-            curve = sorted(b * m for m in (2, 3, 4, 8, 16) if m != K + 1)
+            curve = sorted(b * m for m in {2, 3, 4, 8, 16, 2 * (K + 1), 4 * (K + 1)}
+                           if m != K + 1)
             for model in ("target", "draft"):
                 self.assertEqual(sorted(r for r, _ in sets[(model, "rows")]), curve)
         self.assertAlmostEqual(f.attrs["decode_ms_per_step"], 1e3 * alone[("target", "ar")][0][1])

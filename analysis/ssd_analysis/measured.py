@@ -217,14 +217,15 @@ def _round_rows(char, model_name):
 
 
 def ssd_round_factors(char):
-    """(delta, build_factor, fallback_extra_s) from SSD's round as characterize timed it (model
-    "ssd": the target's verification beside the draft rank's uniform:1 cache build, each round
-    started together, then K just-in-time draft steps): the verification's slowdown over the
-    same pass alone, per share of it the build overlapped (two weight streams on one memory bus
-    while both run: a rate); the build's time over its glue and K branch steps alone; the
-    seconds a just-in-time step takes beyond the draft's step alone (at least 0: a shared
-    last-level cache has just carried the target's weights, as TakingTurns). None without such
-    rows (older files, no draft rank)."""
+    """(verify_extra_s, build_factor, fallback_extra_s) from SSD's round as characterize timed
+    it (model "ssd": the target's verification beside the draft rank's uniform:1 cache build,
+    each round started together, then K just-in-time draft steps): the seconds the
+    verification took beyond the same pass alone, per share of it the build overlapped (the
+    build's weights through the shared last-level cache and on the memory bus while both run;
+    seconds, as TakingTurns: the runs' verification at b = 16 took 1.02-1.05x the pass alone
+    where b = 1's took 1.07-1.12x); the build's time over its glue and K branch steps alone;
+    the seconds a just-in-time step takes beyond the draft's step alone. Each at least 0. None
+    without such rows (older files, no draft rank)."""
     rows = _round_rows(char, "ssd")
     target = MeasuredStep.from_characterize(char, "target")
     draft = MeasuredStep.from_characterize(char, "draft")
@@ -236,9 +237,9 @@ def ssd_round_factors(char):
     alone_verify = target(v_rows, b)
     alone_build = draft(v_rows, b) + K * draft(branch_rows, b)
     overlap = min(build_s / v_s, 1.0)
-    delta = max(v_s / alone_verify - 1.0, 0.0) / overlap if overlap > 0 else 0.0
+    extra = max(v_s - alone_verify, 0.0) / overlap if overlap > 0 else 0.0
     step_rows, _, step_s = rows["fallback"]
-    return delta, build_s / alone_build, max(step_s - draft(step_rows, b), 0.0)
+    return extra, build_s / alone_build, max(step_s - draft(step_rows, b), 0.0)
 
 
 def sd_round_extras(char):

@@ -101,9 +101,9 @@ class Layout:
     # characterize timed SD's round (hardware.TakingTurns), those costs; else the ones alone.
     target_turns: object = None
     draft_turns: object = None
-    # Where characterize timed SSD's round (measured.ssd_round_factors): (delta, build_factor,
-    # fallback_extra_s), applied to the costs alone by overlapped() and fallback_step(), in
-    # place of target_beside / draft_beside.
+    # Where characterize timed SSD's round (measured.ssd_round_factors): (verify_extra_s,
+    # build_factor, fallback_extra_s), applied to the costs alone by overlapped() and
+    # fallback_step(), in place of target_beside / draft_beside.
     ssd_round: object = None
 
     def side_by_side(self):
@@ -115,14 +115,13 @@ class Layout:
 
     def overlapped(self, verify_s, build_s):
         """(verify, build) of one SSD round from side_by_side()'s costs: where characterize
-        timed SSD's round, the verification slowed by delta for the share of it the build
-        overlaps (both stream weights only while both run) and the build by its factor; else
-        as given."""
+        timed SSD's round, the verification plus its extra seconds for the share of it the
+        build overlaps, and the build by its factor; else as given."""
         if self.ssd_round is None:
             return verify_s, build_s
-        delta, factor, _ = self.ssd_round
+        extra, factor, _ = self.ssd_round
         build = build_s * factor
-        return verify_s * (1.0 + delta * min(build / verify_s, 1.0)), build
+        return verify_s + extra * min(build / verify_s, 1.0), build
 
     def fallback_step(self, s):
         """One just-in-time draft step over s sequences after a miss (the draft alone, or as

@@ -2,6 +2,9 @@
 # Regenerates results/ on this machine, in one command:
 #
 #   scripts/make-results.sh [SWEEP...]   # default: the six CPU figure sweeps below
+#   scripts/make-results.sh --analysis-only   # the tables, figures and predict.txt again from
+#                                             # the runs and characterize file already in results/
+#                                             # (after a change to analysis/)
 #
 # Installs dependencies, builds Release (build/release), runs `ssd-bench characterize` and
 # each sweep (sweeps/SWEEP.toml), then `ssd-analyze` on each sweep's runs:
@@ -29,8 +32,15 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
-bash scripts/install-deps.sh
-bash scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release
+analysis_only=0
+if [ "${1:-}" = "--analysis-only" ]; then
+  analysis_only=1
+  shift
+fi
+if [ "$analysis_only" -eq 0 ]; then
+  bash scripts/install-deps.sh
+  bash scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release
+fi
 sweeps=("$@")
 if [ ${#sweeps[@]} -eq 0 ]; then
   sweeps=(fig7-speedup fig7-pareto fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback
@@ -39,11 +49,20 @@ if [ ${#sweeps[@]} -eq 0 ]; then
 fi
 for name in "${sweeps[@]}"; do
   [ -f "sweeps/$name.toml" ] || { echo "make-results.sh: no sweeps/$name.toml" >&2; exit 2; }
+  if [ "$analysis_only" -eq 1 ] && ! compgen -G "results/$name/runs/*.h5" > /dev/null; then
+    echo "make-results.sh: --analysis-only: no runs in results/$name" >&2
+    exit 2
+  fi
 done
+if [ "$analysis_only" -eq 1 ] && [ ! -f results/characterize.h5 ]; then
+  echo "make-results.sh: --analysis-only: no results/characterize.h5" >&2
+  exit 2
+fi
 mkdir -p results/figures
 tmp="$(mktemp)"
 trap 'rm -f "$tmp"' EXIT
 
+if [ "$analysis_only" -eq 0 ]; then
 echo "== ssd-bench characterize"
 # The SSD layout of the llama-124m sweeps: target on rank 0, llama-12m draft on rank 1, so the
 # file also holds the draft<->target link, the draft's step times and the verification window.
@@ -59,6 +78,7 @@ for name in "${sweeps[@]}"; do
   sweeps/run "sweeps/$name.toml" --out "results/$name"
   rm -rf "results/$name/logs"
 done
+fi
 
 # draw NAMES FILES...: the figures of `ssd-analyze figures` named in NAMES (comma-separated),
 # into results/figures. Only those: a figure the sweep is not made for cannot stop it.
@@ -126,10 +146,16 @@ echo "== ssd-analyze predict"
 } > results/predict.txt || status=1
 tail -n 1 results/predict.txt
 
-{
-  echo "machine: $(lscpu | sed -n 's/^Model name:[ \t]*//p'), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
-  echo "commit: $(git rev-parse --short HEAD), date: $(date -u +%F)"
-} > results/machine.txt
+if [ "$analysis_only" -eq 0 ]; then
+  {
+    echo "machine: $(lscpu | sed -n 's/^Model name:[ \t]*//p'), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
+    echo "commit: $(git rev-parse --short HEAD), date: $(date -u +%F)"
+  } > results/machine.txt
+else  # the runs' machine and commit stay; the analysis is this commit's
+  grep -v '^analysis:' results/machine.txt > "$tmp" || true
+  { cat "$tmp"; echo "analysis: commit $(git rev-parse --short HEAD), date: $(date -u +%F)"; } \
+    > results/machine.txt
+fi
 echo "== results/ written in $((SECONDS / 60))m$((SECONDS % 60))s:" \
   "summary.txt, validate.txt, figures/, one folder of runs per sweep" \
   "$([ "$status" -eq 0 ] || echo '(WITH ERRORS, see above)')"

@@ -22,9 +22,10 @@
 # Each sweep is analysed on its own: figures and validate never mix runs of different sweeps.
 # With SWEEP names only those sweeps are re-run, and the tables and figures cover only them.
 #
-# Time on a quiet 2-core machine: the six sweeps are 44 short runs, ~2.5 minutes; characterize
-# ~15 s; the analysis under a minute. About 3 minutes once dependencies are installed and
-# build/release is built; the Release build from scratch adds ~2 minutes.
+# Time on a quiet 2-core machine: the seven sweeps are 49 short runs, ~3 minutes; characterize
+# ~30 s; the analysis under a minute (alone, with --analysis-only: ~10 s). About 4 minutes once
+# dependencies are installed and build/release is built; the Release build from scratch adds
+# ~2 minutes.
 #
 # Exit status: nonzero when a run fails, a sweep's figure is not drawn, or validate finds an
 # SD/SSD run without an AR baseline (or an unreadable file). Checks outside validate's

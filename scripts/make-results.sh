@@ -22,7 +22,7 @@
 # Each sweep is analysed on its own: figures and validate never mix runs of different sweeps.
 # With SWEEP names only those sweeps are re-run, and the tables and figures cover only them.
 #
-# Time on a quiet 2-core machine: the seven sweeps are 49 short runs, ~3 minutes; characterize
+# Time on a quiet 2-core machine: the seven sweeps are 51 short runs, ~3 minutes; characterize
 # ~30 s; the analysis under a minute (alone, with --analysis-only: ~10 s). About 4 minutes once
 # dependencies are installed and build/release is built; the Release build from scratch adds
 # ~2 minutes.

@@ -252,11 +252,13 @@ class Sweeps(SlurmCase):
     def test_time_limit_kill_and_resume(self):
         out = os.path.join(self.work, "long")
         path = os.path.join(self.work, "long.toml")
-        # One AR run of ~45 s on one core (llama-124m, ~70 tok/s): Slurm's TERM, due 60 s
-        # before a 1-minute limit, arrives within its ~30 s check interval, inside the run.
+        # One AR run of 10000 tokens on one core (llama-124m: 50 s at 200 tok/s, the fastest
+        # host yet; 3000 tokens took 23 s there and ended before the TERM): Slurm's TERM, due
+        # 60 s before a 1-minute limit, arrives within its ~30 s check interval, inside the run.
+        # Resumed without the limit it must finish within wait_index's 400 s: 140 s at 70 tok/s.
         with open(path, "w") as f:
             f.write('name = "long"\n[defaults]\nmode = "ar"\ntarget = "synthetic:llama-124m"\n'
-                    "max-new-tokens = 1000\nprompt-len = 8\nreps = 3\nwarmup = 0\nthreads = 1\n"
+                    "max-new-tokens = 1000\nprompt-len = 8\nreps = 10\nwarmup = 0\nthreads = 1\n"
                     "ignore-eos = true\n")
         _, jobs = self.submit(path, out, "--time=1",
                               "--sbatch-arg=--export=ALL,SSD_MAX_REQUEUES=0")

@@ -118,13 +118,14 @@ def predict_run(run, char):
         shape_ = P.parse_shape(run.fanout, K, alpha, r, budget)
         bshape = P.parse_shape(run.config.get("fanout_backup", "uniform:1"), K, alpha_b,
                                r_b or 1.0, budget or 1)
+        built = prepared_branches(run) if shape_ else None
+        realised = realised_hit_rates(run)
 
         def predict_at(rows):
             return P.predict_ssd(lay, rows, K, alpha, r, run.fallback, shape=shape_,
                                  temperature=run.temperature, alpha_b=alpha_b, r_b=r_b,
-                                 backup_shape=bshape, max_budget=64,
-                                 built=prepared_branches(run) if shape_ else None,
-                                 realised=realised_hit_rates(run))
+                                 backup_shape=bshape, max_budget=64, built=built,
+                                 realised=realised)
     pred = predict_at(b)
     # A row's round is the backup's with the stationary miss share (Equation (1)); else the
     # primary's, a cache hit's or a just-in-time draft's alike.
@@ -136,8 +137,9 @@ def predict_run(run, char):
             backup = rng.random(rows) < backup_share
             drafted[backup] = P.accepted_draws(rng, alpha_b, K, int(backup.sum()))
         return 1 + drafted
-    pred.tok_s = P.finite_run_rate(lambda rows: predict_at(rows).round_s, b,
-                                   max(mnt - 1, 1), tokens_at)
+    pred.tok_s = P.finite_run_rate(
+        lambda rows: pred.round_s if rows == b else predict_at(rows).round_s, b,
+        max(mnt - 1, 1), tokens_at)
     return pred, info
 
 

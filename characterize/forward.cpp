@@ -40,8 +40,9 @@ ForwardResult timed(ModelGroup& g, const ForwardBatch& batch, const char* model,
 // Forward passes over m tokens per sequence with every row's logits: the cost curve between the
 // AR step (m = 1) and the verification (m = K+1) and past it, which predictions read at a run's
 // own row counts (AR over b sequences, verification of b(K+1) rows, the draft's steps). Also
-// at 2(K+1) and 4(K+1), the verification of 2 and 4 sequences: a GEMM's cost steps with its
-// row tiles, so 10 rows cost less than 8 and 16 interpolated (llama-124m: 12.8 ms, not 14.4).
+// at 2(K+1) and 4(K+1), the verification of 2 and 4 sequences, measured where predictions
+// would otherwise interpolate (llama-124m at context 32: 10 rows of one sequence 13.0-13.5 ms,
+// 2 sequences of 5 rows 13.1-13.3, 8 and 16 rows interpolated 13.2-13.6).
 constexpr int kMostCurveTokens = 16;  // and again at a quarter of the context
 constexpr int kManySequences = 16;
 

@@ -98,7 +98,7 @@ class Layout:
     target_beside: object = None
     draft_beside: object = None
     # Collocated SD alternates the two models on one rank, each pass after the other's. Where
-    # characterize timed SD's round (hardware.TakingTurns), those costs; else the ones alone.
+    # characterize timed SD's round (measured.TakingTurns), those costs; else the ones alone.
     target_turns: object = None
     draft_turns: object = None
     # Where characterize timed SSD's round (measured.ssd_round_factors): (verify_extra_s,

@@ -139,7 +139,7 @@ def cpu_profile(char):
     a = char.attrs
     bw = float(a.get("ar_bound_gbps") or a.get("bandwidth_gbps")) * 1e9
     gf = np.asarray(char.gemm.get("gflops", [1.0]), float)
-    from .measured import MeasuredStep   # measured.py builds on this module's shapes
+    from .measured import MeasuredStep, host_row_costs   # measured.py builds on this module
     fwd = MeasuredStep.from_characterize(char, "target")
     layers = max(1, fwd.shape.layers) if fwd and fwd.shape else 1
     over = fwd.overhead_1 / layers if fwd else 0.0
@@ -151,23 +151,6 @@ def cpu_profile(char):
                     int(a.get("element_bytes", 4) if a.get("target_weight_dtype") != "BF16"
                         else 2), source=f"characterize {char.name}",
                     **host_row_costs(char))
-
-
-def host_row_costs(char):
-    """{argmax_s, sample_s, candidates_s}: the per-row host work characterize timed (model
-    "host" in /forward; 0 for files from before it did)."""
-    f = char.tables.get("forward", {})
-    attrs = char.table_attrs.get("forward", {})
-    models = attrs.get("model_id", {}).get("names", "").split(",")
-    kinds = attrs.get("kind_id", {}).get("names", "").split(",")
-    out = {"argmax_s": 0.0, "sample_s": 0.0, "candidates_s": 0.0}
-    if not f or "host" not in models:
-        return out
-    host = models.index("host")
-    for i in range(len(f["seconds"])):
-        if int(f["model_id"][i]) == host and f"{kinds[int(f['kind_id'][i])]}_s" in out:
-            out[f"{kinds[int(f['kind_id'][i])]}_s"] = float(f["seconds"][i])
-    return out
 
 
 def profile(name, char=None):

@@ -197,9 +197,9 @@ class TakingTurns:
         return self.step(rows, sequences) + self.extra_s
 
 
-def _round_rows(char, model_name):
+def model_rows(char, model_name):
     """{kind: (rows, sequences, mean seconds)} of /forward's model `model_name` (the rounds
-    characterize timed), or {} without them."""
+    characterize timed, the host work), or {} without them."""
     f = char.tables.get("forward", {})
     attrs = char.table_attrs.get("forward", {})
     fn = attrs.get("model_id", {}).get("names", "").split(",")
@@ -211,9 +211,18 @@ def _round_rows(char, model_name):
     for k, name in enumerate(kn):
         m = (model == fn.index(model_name)) & (kind == k)
         if m.any():
-            out[name] = (float(np.asarray(f["rows"])[m][0]), float(np.asarray(f["sequences"])[m][0]),
+            sequences = np.asarray(f.get("sequences", f["rows"]))[m][0]
+            out[name] = (float(np.asarray(f["rows"])[m][0]), float(sequences),
                          float(np.asarray(f["seconds"], float)[m].mean()))
     return out
+
+
+def host_row_costs(char):
+    """{argmax_s, sample_s, candidates_s}: the per-row host work characterize timed (model
+    "host" in /forward; 0 for files from before it did)."""
+    host = model_rows(char, "host")
+    return {f"{kind}_s": host[kind][2] if kind in host else 0.0
+            for kind in ("argmax", "sample", "candidates")}
 
 
 def ssd_round_factors(char):
@@ -226,7 +235,7 @@ def ssd_round_factors(char):
     where b = 1's took 1.07-1.12x); the build's time over its glue and K branch steps alone;
     the seconds a just-in-time step takes beyond the draft's step alone. Each at least 0. None
     without such rows (older files, no draft rank)."""
-    rows = _round_rows(char, "ssd")
+    rows = model_rows(char, "ssd")
     target = MeasuredStep.from_characterize(char, "target")
     draft = MeasuredStep.from_characterize(char, "draft")
     if any(k not in rows for k in ("verify", "build", "fallback")) or None in (target, draft):
@@ -246,7 +255,7 @@ def sd_round_extras(char):
     """(verify, draft) seconds SD's round's passes took beyond the same passes alone (at
     least 0), from a characterize file's /forward model "sd"; None when the file has none
     (older files, no draft)."""
-    rows = _round_rows(char, "sd")
+    rows = model_rows(char, "sd")
     target = MeasuredStep.from_characterize(char, "target")
     draft = MeasuredStep.from_characterize(char, "draft")
     if any(k not in rows for k in ("verify", "draft")) or None in (target, draft):

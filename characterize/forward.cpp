@@ -23,18 +23,16 @@ ForwardResult timed(ModelGroup& g, const ForwardBatch& batch, const char* model,
   Backend& backend = *g.model().backend;
   const Timing t = time_calls(
       backend, [&] { g.forward(batch, logits); }, plan.min_time);
-  ForwardResult r;
-  r.rank = rank;
-  r.model = model;
-  r.kind = kind;
-  r.rows = batch.rows();
-  r.sequences = sequences;
-  r.calls = t.calls;
-  r.seconds = t.mean_s;
-  r.best_seconds = t.best_s;
-  r.concurrent = plan.concurrent;
-  r.context = context < 0 ? plan.context : context;
-  return r;
+  return {.rank = rank,
+          .model = model,
+          .kind = kind,
+          .rows = batch.rows(),
+          .sequences = sequences,
+          .calls = t.calls,
+          .context = context < 0 ? plan.context : context,
+          .seconds = t.mean_s,
+          .best_seconds = t.best_s,
+          .concurrent = plan.concurrent};
 }
 
 // Forward passes over m tokens per sequence with every row's logits: the cost curve between the
@@ -112,16 +110,14 @@ std::vector<ForwardResult> time_host_sampling(Backend& backend, int vocab, int r
   std::vector<ForwardResult> out;
   for (const auto& [kind, call] : kinds) {
     const Timing t = time_calls(backend, call, min_time);
-    ForwardResult r;
-    r.rank = rank;
-    r.model = "host";
-    r.kind = kind;
-    r.rows = 1;
-    r.sequences = 1;
-    r.calls = t.calls;
-    r.seconds = t.mean_s;
-    r.best_seconds = t.best_s;
-    out.push_back(r);
+    out.push_back({.rank = rank,
+                   .model = "host",
+                   .kind = kind,
+                   .rows = 1,
+                   .sequences = 1,
+                   .calls = t.calls,
+                   .seconds = t.mean_s,
+                   .best_seconds = t.best_s});
   }
   return out;
 }

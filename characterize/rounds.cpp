@@ -13,22 +13,6 @@
 namespace ssd {
 namespace {
 
-ForwardResult round_result(const char* model, const char* kind, int rank, const ForwardPlan& p,
-                           int rows, int calls, double seconds, double best) {
-  ForwardResult r;
-  r.rank = rank;
-  r.model = model;
-  r.kind = kind;
-  r.rows = rows;
-  r.sequences = p.batch;
-  r.calls = calls;
-  r.seconds = seconds;
-  r.best_seconds = best;
-  r.context = p.context;
-  r.concurrent = p.concurrent;
-  return r;
-}
-
 // Rounds for five times min_time, and at least three. Two models' passes in turn, or two ranks
 // side by side, vary more from round to round than one pass repeated: SSD's verification
 // beside the build measured 0.98-1.17x the pass alone over 0.2 s in five characterize runs.
@@ -80,12 +64,24 @@ std::vector<ForwardResult> time_sd_rounds(ModelGroup& target, Model& draft_model
   const double start = MPI_Wtime();
   int rounds = 0;
   for (; more_rounds(rounds, start, p); ++rounds) round(true);
-  ForwardPlan alone = p;
-  alone.concurrent = false;
-  return {round_result("sd", "verify", rank, alone, p.batch * (K + 1), rounds, verify_s / rounds,
-                       best_verify),
-          round_result("sd", "draft", rank, alone, p.batch, rounds * K, draft_s / (rounds * K),
-                       best_draft)};
+  return {{.rank = rank,
+           .model = "sd",
+           .kind = "verify",
+           .rows = p.batch * (K + 1),
+           .sequences = p.batch,
+           .calls = rounds,
+           .context = p.context,
+           .seconds = verify_s / rounds,
+           .best_seconds = best_verify},
+          {.rank = rank,
+           .model = "sd",
+           .kind = "draft",
+           .rows = p.batch,
+           .sequences = p.batch,
+           .calls = rounds * K,
+           .context = p.context,
+           .seconds = draft_s / (rounds * K),
+           .best_seconds = best_draft}};
 }
 
 // SSD's round, target side: each round sends the draft rank (p.peer) its go, verifies, sends
@@ -115,7 +111,16 @@ ForwardResult time_ssd_rounds_target(ModelGroup& target, int rank, const Forward
   for (; more_rounds(rounds, start, p); ++rounds) round(true);
   int stop = 0;
   MPI_Send(&stop, 1, MPI_INT, p.peer, kGoTag, MPI_COMM_WORLD);
-  return round_result("ssd", "verify", rank, p, p.batch * (K + 1), rounds, total / rounds, best);
+  return {.rank = rank,
+          .model = "ssd",
+          .kind = "verify",
+          .rows = p.batch * (K + 1),
+          .sequences = p.batch,
+          .calls = rounds,
+          .context = p.context,
+          .seconds = total / rounds,
+          .best_seconds = best,
+          .concurrent = p.concurrent};
 }
 
 // SSD's round, draft side: on each go, the cache build of SaguaroDrafter::build_cache for
@@ -154,9 +159,26 @@ std::vector<ForwardResult> time_ssd_rounds_draft(ModelGroup& draft, int rank,
     drafted += draft_s, best_drafted = std::min(best_drafted, draft_s);
   }
   const int timed = std::max(rounds - 1, 1);
-  return {
-      round_result("ssd", "build", rank, p, rows, timed, built / timed, best_built),
-      round_result("ssd", "fallback", rank, p, p.batch, timed * K, drafted / timed, best_drafted)};
+  return {{.rank = rank,
+           .model = "ssd",
+           .kind = "build",
+           .rows = rows,
+           .sequences = p.batch,
+           .calls = timed,
+           .context = p.context,
+           .seconds = built / timed,
+           .best_seconds = best_built,
+           .concurrent = p.concurrent},
+          {.rank = rank,
+           .model = "ssd",
+           .kind = "fallback",
+           .rows = p.batch,
+           .sequences = p.batch,
+           .calls = timed * K,
+           .context = p.context,
+           .seconds = drafted / timed,
+           .best_seconds = best_drafted,
+           .concurrent = p.concurrent}};
 }
 
 }  // namespace ssd

@@ -55,13 +55,12 @@ def _measured(run):
 
 
 def _curve(t_step, d_step, hw, vocab, run, Ds, alpha, r, alpha_b, r_b, K, max_budget=64,
-           char=None):
+           char=None, ctx=None):
     """[(D, SSD/AR, hidden budget, p_hit, budget)] from ssd-analyze predict's model; with
     `char`, SSD's overlapped costs as predict takes them for the pair it measured."""
     out = []
+    tp = int(run.config.get("target_tp", 1))
     for D in Ds:
-        ctx = int(float(run.config.get("prompt_len", 16) or 16)) + run.max_new_tokens // 2
-        tp = int(run.config.get("target_tp", 1))
         lay = PC.layout_for(t_step, d_step, hw, vocab, D, collocated=False,
                             beside=PC.beside_steps(run.target, run.draft, char, tp, D, ctx),
                             ssd_round=PC.ssd_round_for(run.target, run.draft, char, tp, D))
@@ -77,13 +76,13 @@ def _predictions(run, char, Ds):
     """ssd-analyze predict's SSD for the run's inputs with D = each of Ds, on this machine
     (the characterize file's step costs) and on the paper's layout (h100-sxm profile)."""
     hw = H.cpu_profile(char)
-    ctx = int(float(run.config.get("prompt_len", 16) or 16)) + run.max_new_tokens // 2
+    ctx = PV.run_context(run)
     t_step, shape = PC.steps_for(run.target, char, hw, int(run.config.get("target_tp", 1)),
                                   ctx, f"{run.name}: target")
     d_step, _ = PC.steps_for(run.draft, char, hw, 1, ctx, f"{run.name}: draft")
     alpha, r, alpha_b, r_b = PV.run_inputs(run)
     here = _curve(t_step, d_step, hw, shape.vocab, run, Ds, alpha, r, alpha_b, r_b,
-                  run.lookahead, char=char)
+                  run.lookahead, char=char, ctx=ctx)
     gpu = H.profile("h100-sxm")
     t70 = H.RooflineStep(H.shape_of("llama-3.1-70b"), gpu, 4, 1024)
     d1 = H.RooflineStep(H.shape_of("llama-3.2-1b"), gpu, 1, 1024)

@@ -87,11 +87,16 @@ def prepared_branches(run):
     return float(looked.sum(axis=1).mean()) if len(looked) else None
 
 
+def run_context(run):
+    """A run's mean context: its prompt and half its new tokens."""
+    return int(float(run.config.get("prompt_len", 16) or 16)) + run.max_new_tokens // 2
+
+
 def predict_run(run, char):
     """Predicted decode tok/s of one run file from the characterize file's step costs."""
     hw = H.cpu_profile(char)
     b, K, mnt = run.batch_size, run.lookahead, run.max_new_tokens
-    ctx = int(float(run.config.get("prompt_len", 16) or 16)) + mnt // 2
+    ctx = run_context(run)
     t_spec = run.target
     d_spec = t_spec if run.draft.startswith("perturb:") else run.draft
     t_step, shape = steps_for(t_spec, char, hw, int(run.config.get("target_tp", 1)), ctx,

@@ -181,10 +181,10 @@ def predict_ar(lay, b, temperature=0.0):
     return Prediction("ar", b / t, round_s=t)
 
 
-def verify_time(lay, b, K, temperature, beside=False):
-    """The target's forward over b(K+1) rows and the verification rule's work on each row;
-    beside: while SSD's draft builds its cache."""
-    target = lay.side_by_side()[0] if beside else lay.target
+def verify_time(lay, b, K, temperature, target=None):
+    """The target's forward over b(K+1) rows (`target`'s cost, else lay.target) and the
+    verification rule's work on each row."""
+    target = lay.target if target is None else target
     return target(b * (K + 1), b) + b * (K + 1) * lay.pick(temperature)
 
 
@@ -196,7 +196,7 @@ def predict_sd(lay, b, K, alpha, temperature=0.0, synthetic=False):
     after s_K (ssd/drafter.cpp resolve_last_position)."""
     ar = predict_ar(lay, b, temperature).round_s
     target, draft_step = lay.taking_turns() if lay.sd_collocated else (lay.target, lay.draft)
-    verify = target(b * (K + 1), b) + b * (K + 1) * lay.pick(temperature)
+    verify = verify_time(lay, b, K, temperature, target)
     draft = K * (draft_step(b, b) + b * lay.pick(temperature))
     if synthetic:
         full = min(max(alpha, 0.0), 1.0) ** K   # P(a row accepts all K)
@@ -253,7 +253,7 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
     # The build overlaps the verification (side by side); a miss's just-in-time drafting
     # does not (the target waits): the draft's steps alone, or as SSD's round timed them.
     draft_beside = lay.side_by_side()[1]
-    verify0 = verify_time(lay, b, K, temperature, beside=True)
+    verify0 = verify_time(lay, b, K, temperature, lay.side_by_side()[0])
     glue = draft_beside(s * (K + 1), s) + s * (K + 1) * lay.candidates()
     comm = lay.messages(b, K, temperature)
     e_hit = tokens_per_round(alpha, K)

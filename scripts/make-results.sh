@@ -64,21 +64,21 @@ tmp="$(mktemp)"
 trap 'rm -f "$tmp"' EXIT
 
 if [ "$analysis_only" -eq 0 ]; then
-echo "== ssd-bench characterize"
-# The SSD layout of the llama-124m sweeps: target on rank 0, llama-12m draft on rank 1, so the
-# file also holds the draft<->target link, the draft's step times and the verification window.
-root_flag=()
-[ "$(id -u)" -eq 0 ] && root_flag=(--allow-run-as-root)
-mpirun "${root_flag[@]}" --oversubscribe -np 2 ./build/release/ssd-bench characterize --threads 1 \
-  --target synthetic:llama-124m --draft synthetic:llama-12m --out results/characterize.h5 \
-  --overwrite | tee results/characterize.txt
+  echo "== ssd-bench characterize"
+  # The SSD layout of the llama-124m sweeps: target on rank 0, llama-12m draft on rank 1, so the
+  # file also holds the draft<->target link, the draft's step times and the verification window.
+  root_flag=()
+  [ "$(id -u)" -eq 0 ] && root_flag=(--allow-run-as-root)
+  mpirun "${root_flag[@]}" --oversubscribe -np 2 ./build/release/ssd-bench characterize --threads 1 \
+    --target synthetic:llama-124m --draft synthetic:llama-12m --out results/characterize.h5 \
+    --overwrite | tee results/characterize.txt
 
-for name in "${sweeps[@]}"; do
-  echo "== sweep $name"
-  rm -rf "results/$name"
-  sweeps/run "sweeps/$name.toml" --out "results/$name"
-  rm -rf "results/$name/logs"
-done
+  for name in "${sweeps[@]}"; do
+    echo "== sweep $name"
+    rm -rf "results/$name"
+    sweeps/run "sweeps/$name.toml" --out "results/$name"
+    rm -rf "results/$name/logs"
+  done
 fi
 
 # draw NAMES FILES...: the figures of `ssd-analyze figures` named in NAMES (comma-separated),

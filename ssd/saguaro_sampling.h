@@ -20,8 +20,8 @@ void saguaro_distribution(const float* logits, int vocab, double temperature, in
 // The top-n token ids of logits in descending order (ties: lower id first), optionally
 // excluding one token (exclude = -1 for none). Used to pick the F_k bonus-token candidates
 // (excluding s_{k+1}, which can never be the bonus after its own rejection). NaN logits rank
-// below every number. One O(V) pass (vectorised threshold test against the n-th best so far)
-// plus O(log n) per replacement: ~15-50 us for V = 150k, n <= 64.
+// below every number. Two O(V) passes (block maxima, then the blocks that reach the n-th
+// largest of them) and a sort of the few values they keep, in any order of the logits.
 std::vector<int32_t> top_tokens(const float* logits, int vocab, int n, int32_t exclude);
 
 // 1-based rank of `token` in top_tokens(logits, vocab, limit, exclude), 0 if not within the

@@ -1,6 +1,7 @@
 // SAGUARO sampling (paper §4.2, Definition 14): C = 1 is plain softmax, C = 0 removes the
 // top-F mass, Theorem 19's construction, Theorem 15's monotonicity of the cached residual mass
-// in C; and the candidate selection (top_tokens, token_rank) against a full sort.
+// in C; and the token selection (top_tokens, token_rank, argmax) against a full sort and a
+// scalar scan.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -215,6 +216,74 @@ TEST(TokenRank, AgreesWithTopTokens) {
   EXPECT_EQ(token_rank(z.data(), 2, 1, 1, 5), 0);  // the excluded token has no rank
   EXPECT_EQ(token_rank(z.data(), 2, 1, -1, 0), 0);
   EXPECT_EQ(token_rank(z.data(), 2, 7, -1, 5), 0);
+}
+
+// Rows of vocabulary size (the block-maxima bound of top_tokens needs 1024 logits or more):
+// ties, ascending and descending runs, NaN and -inf, the best tokens in the last partial
+// chunk, and the excluded token among the best.
+std::vector<float> patterned_logits(std::mt19937& rng, int V, int pattern) {
+  std::vector<float> z = random_logits(rng, V, 2.0);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int i = 0; i < V; ++i) {
+    if (pattern == 1) z[size_t(i)] = float(int(rng() % 5));  // ties everywhere
+    if (pattern == 2) z[size_t(i)] = float(i) * 1e-3f;       // ascending: the best come last
+    if (pattern == 3) z[size_t(i)] = -float(i);              // descending
+  }
+  if (pattern == 4)
+    for (int i = 0; i < V / 50; ++i) z[rng() % V] = i % 2 ? nan : -inf;
+  if (pattern == 5)  // the best tokens in the tail, past the last full 1024-logit chunk
+    for (int i = V - 1; i >= 0 && i > V - 40; --i) z[size_t(i)] = 10.0f + float(i % 3);
+  return z;
+}
+
+// The reference order with NaN ranked as -inf (top_tokens' contract).
+std::vector<int32_t> sorted_ids_nan_last(std::vector<float> z, int32_t exclude) {
+  for (float& x : z)
+    if (std::isnan(x)) x = -std::numeric_limits<float>::infinity();
+  return sorted_ids(z, exclude);
+}
+
+TEST(TopTokens, VocabularySizedRowsMatchAFullSort) {
+  std::mt19937 rng(7);
+  for (int V : {1024, 1025, 2055, 20000, 32013}) {
+    for (int pattern = 0; pattern < 6; ++pattern) {
+      const std::vector<float> z = patterned_logits(rng, V, pattern);
+      const std::vector<int32_t> order = sorted_ids_nan_last(z, -1);
+      for (int32_t exclude : {-1, order[0], order[40], int32_t(rng() % V)}) {
+        const std::vector<int32_t> all = sorted_ids_nan_last(z, exclude);
+        for (int n : {1, 17, 64, 65, 200}) {
+          const std::vector<int32_t> got = top_tokens(z.data(), V, n, exclude);
+          ASSERT_EQ(got.size(), size_t(n));
+          EXPECT_TRUE(std::equal(got.begin(), got.end(), all.begin()))
+              << "V=" << V << " pattern=" << pattern << " exclude=" << exclude << " n=" << n;
+        }
+      }
+    }
+  }
+}
+
+// argmax's contract, as a scalar scan from index 0: the first index of the largest value; a
+// NaN never wins, except at index 0, where it is never beaten.
+int32_t scalar_argmax(const std::vector<float>& z) {
+  int32_t best = 0;
+  for (size_t i = 1; i < z.size(); ++i)
+    if (z[i] > z[size_t(best)]) best = int32_t(i);
+  return best;
+}
+
+TEST(Argmax, MatchesAScalarScan) {
+  std::mt19937 rng(8);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int trial = 0; trial < 600; ++trial) {
+    const int V = trial < 400 ? 1 + int(rng() % 100) : 1000 + int(rng() % 40000);
+    std::vector<float> z = patterned_logits(rng, V, trial % 6);
+    if (trial % 7 == 0) z[0] = nan;
+    if (trial % 11 == 0) std::fill(z.begin(), z.end(), -inf);
+    if (trial % 13 == 0) z[rng() % V] = inf, z[rng() % V] = inf;
+    EXPECT_EQ(argmax(z.data(), V), scalar_argmax(z)) << "trial " << trial << " V=" << V;
+  }
 }
 
 TEST(TopTokens, LargeVocabularyIsFast) {

@@ -1,5 +1,6 @@
 """Shared by the Python tests that kill ranks or check none outlived a job: processes seen
-through /proc (children, every descendant, an environment variable, alive or not)."""
+through /proc (children, every descendant, an environment variable, alive or not, the signals
+it handles)."""
 import os
 
 
@@ -60,3 +61,15 @@ def alive(pid):
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def catches(pid, sig):
+    """True when process `pid` has a handler installed for signal `sig` (SigCgt in its status)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (int(sig) - 1) & 1)
+    except (OSError, ValueError):
+        pass
+    return False

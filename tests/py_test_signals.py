@@ -12,7 +12,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mpi_run  # noqa: E402
-from processes import alive, descendants  # noqa: E402
+from processes import alive, catches, descendants  # noqa: E402
 
 ARGS = None
 # Effectively endless: the signal always lands mid-run.
@@ -59,7 +59,10 @@ class Signals(unittest.TestCase):
         return proc.returncode
 
     def test_sigint_stops_a_single_rank_run(self):
-        code = self.stop([ARGS.ssd_bench, *ENDLESS], signal.SIGINT, lambda p: True)
+        # Started: its handler is in place, which MPI_Init comes before (a singleton's MPI_Init
+        # took 2.3 s on a host whose munge socket had no daemon behind it).
+        code = self.stop([ARGS.ssd_bench, *ENDLESS], signal.SIGINT,
+                         lambda p: catches(p.pid, signal.SIGINT))
         self.assertEqual(code, 128 + signal.SIGINT)
 
     def test_sigterm_to_mpiexec_stops_every_rank(self):

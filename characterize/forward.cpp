@@ -92,20 +92,26 @@ struct StopFollowers {
 // The host work the decoding loops do per logits row, beside the forward pass: greedy argmax,
 // temperature sampling (softmax + draw: the target's verification at T > 0, AR and the draft's
 // sampled tokens) and the draft's candidate list (its top 64, for every drafted and branch
-// token of SSD). Model "host", one row per call, on this rank's CPU whatever the backend.
+// token of SSD). Model "host", one row per call, on this rank's CPU whatever the backend. The
+// rows are taken in turn from 64, so each comes from the last-level cache, as a batch's rows
+// do after its forward pass: one row timed over and over sat in L1/L2 and took a quarter of
+// the time (bench/bench_token_selection).
 std::vector<ForwardResult> time_host_sampling(Backend& backend, int vocab, int rank,
                                               double min_time) {
-  const std::vector<float> logits = random_floats(size_t(vocab), 17, 1);
+  constexpr size_t kRows = 64;
+  const std::vector<float> logits = random_floats(kRows * size_t(vocab), 17, 1);
+  size_t next = 0;
+  auto row = [&] { return logits.data() + (next++ % kRows) * size_t(vocab); };
   std::vector<float> probs;
   volatile int64_t sink = 0;  // keeps the calls from being optimised away
   const std::pair<const char*, std::function<void()>> kinds[] = {
-      {"argmax", [&] { sink = sink + argmax(logits.data(), vocab); }},
+      {"argmax", [&] { sink = sink + argmax(row(), vocab); }},
       {"sample",
        [&] {
-         softmax(logits.data(), vocab, 1.0, probs);
+         softmax(row(), vocab, 1.0, probs);
          sink = sink + sample_from(probs, 0.37);
        }},
-      {"candidates", [&] { sink = sink + top_tokens(logits.data(), vocab, 64, -1).front(); }},
+      {"candidates", [&] { sink = sink + top_tokens(row(), vocab, 64, -1).front(); }},
   };
   std::vector<ForwardResult> out;
   for (const auto& [kind, call] : kinds) {

@@ -24,7 +24,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from . import metrics as M  # noqa: E402
-from . import timing as T  # noqa: E402
 from . import validate as V  # noqa: E402
 
 MODE_COLORS = {"ar": "#7f7f7f", "sd": "#1f77b4", "ssd": "#d62728"}

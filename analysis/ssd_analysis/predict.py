@@ -301,12 +301,11 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
 
 
 def accepted_draws(rng, alpha, K, size):
-    """Accepted drafted tokens of `size` verifications: iid acceptance alpha until the first
-    rejection, at most K (the law of tokens_per_round)."""
-    a = min(max(alpha, 0.0), 1.0)
-    if a >= 1.0:
-        return np.full(size, K)
-    return np.minimum(rng.geometric(1.0 - a, size) - 1, K)
+    """Accepted drafted tokens of `size` verifications: iid acceptance alpha (one for all, or
+    one per verification) until the first rejection, at most K (the law of tokens_per_round)."""
+    a = np.clip(np.broadcast_to(np.asarray(alpha, float), (size,)), 0.0, 1.0)
+    # alpha = 1: a first rejection after ~1e12 draws, i.e. never within K
+    return np.minimum(rng.geometric(np.maximum(1.0 - a, 1e-12)) - 1, K)
 
 
 def finite_run_rate(round_at, b, n, tokens_at, trials=200, seed=1):
@@ -314,20 +313,20 @@ def finite_run_rate(round_at, b, n, tokens_at, trials=200, seed=1):
     (b x tokens per round / round) overstates a measured run twice: a sequence's last round
     commits only what it still needs, and the batch's rounds run on with fewer rows until the
     last of its b sequences is done. round_at(rows): one round's seconds with `rows` live rows;
-    tokens_at(rng, rows): the tokens each live row commits in a round. Seeded: the same input
-    gives the same rate."""
+    tokens_at(rng, live, trial): the tokens each live row (indices `live` of the batch's b)
+    commits in a round of batch `trial`, so that rows may differ (a run's sequences draw
+    their acceptance from different texts). Seeded: the same input gives the same rate."""
     rng = np.random.default_rng(seed)
     seconds = {}
     total = 0.0
-    for _ in range(trials):
+    for trial in range(trials):
         left = np.full(b, n)
         while np.any(left > 0):
-            live = left > 0
-            rows = int(live.sum())
-            if rows not in seconds:
-                seconds[rows] = round_at(rows)
-            total += seconds[rows]
-            left[live] -= tokens_at(rng, rows)
+            live = np.flatnonzero(left > 0)
+            if live.size not in seconds:
+                seconds[live.size] = round_at(live.size)
+            total += seconds[live.size]
+            left[live] -= tokens_at(rng, live, trial)
     return b * n * trials / total
 
 

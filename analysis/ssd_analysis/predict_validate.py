@@ -49,6 +49,40 @@ def run_inputs(run):
     return alpha, r, alpha_b, r_b
 
 
+def sequence_inputs(run, alpha, alpha_b, backup_share):
+    """[[(alpha, alpha_b, backup share) of each row] of each batch group]: the acceptance each
+    sequence realised in its own rounds (run_inputs' estimate over its rows; the run's where it
+    has none) and the share of its rounds the backup drafted. A batch runs until its slowest
+    sequence is done, and sequences of one batch draw from different texts: at fig3's b = 2,
+    one sequence of a pair ran 5-14 rounds alone after the other had finished. None without
+    per-row rounds (older files)."""
+    rd = run.rounds
+    need = ("accepted", "source", "sequence", "group", "row")
+    if any(rd.get(c) is None for c in need) or len(rd["accepted"]) == 0:
+        return None
+    acc, src, seq = (np.asarray(rd[c]) for c in ("accepted", "source", "sequence"))
+    K = max(run.lookahead, 1)
+
+    def mle(sel, default):
+        a, rej = float(acc[sel].sum()), float(np.sum(acc[sel] < K))
+        return a / (a + rej) if a + rej > 0 else default
+    groups = {}
+    for g, row, s in zip(np.asarray(rd["group"]), np.asarray(rd["row"]), seq):
+        groups.setdefault(int(g), {})[int(row)] = int(s)
+    out = []
+    for g in sorted(groups):
+        rows = []
+        for row in sorted(groups[g]):
+            mine = seq == groups[g][row]
+            drafted = mine & (src != M.SOURCE_FIRST)
+            backup = mine & (src == M.SOURCE_BACKUP)
+            share = float(backup.sum() / drafted.sum()) if backup_share > 0 and drafted.any() \
+                else 0.0
+            rows.append((mle(mine & ~backup, alpha), mle(backup, alpha_b), share))
+        out.append(rows)
+    return out
+
+
 def realised_hit_rates(run):
     """(p_hit,p, p_hit,b): the share of looked-up outcomes the cache held, after a speculation
     of the primary and of the backup, as the run's rounds drew them (None where none was
@@ -136,10 +170,17 @@ def predict_run(run, char):
     # primary's, a cache hit's or a just-in-time draft's alike.
     backup_share = 1.0 - pred.p_hit if pred.fallback == "backup" else 0.0
 
-    def tokens_at(rng, rows):
-        drafted = P.accepted_draws(rng, alpha, K, rows)
+    sequences = sequence_inputs(run, alpha, alpha_b, backup_share)
+
+    def tokens_at(rng, live, trial):
+        if sequences is not None and len(sequences[trial % len(sequences)]) == b:
+            rows = np.array(sequences[trial % len(sequences)])[live]   # alpha, alpha_b, share
+            backup = rng.random(live.size) < rows[:, 2]
+            return 1 + P.accepted_draws(rng, np.where(backup, rows[:, 1], rows[:, 0]), K,
+                                        live.size)
+        drafted = P.accepted_draws(rng, alpha, K, live.size)
         if backup_share > 0:
-            backup = rng.random(rows) < backup_share
+            backup = rng.random(live.size) < backup_share
             drafted[backup] = P.accepted_draws(rng, alpha_b, K, int(backup.sum()))
         return 1 + drafted
     pred.tok_s = P.finite_run_rate(

@@ -210,13 +210,13 @@ class FiniteRuns(unittest.TestCase):
     """A measured run stops each sequence at its token limit, and its batch at the last."""
 
     def test_finite_run_rate(self):
-        five = lambda rng, rows: np.full(rows, 5)   # noqa: E731
+        five = lambda rng, live, trial: np.full(live.size, 5)   # noqa: E731
         # 20 tokens in 4 rounds of 5: the endless rate exactly
         self.assertAlmostEqual(P.finite_run_rate(lambda rows: 0.01, 1, 20, five), 500.0)
         # 21 tokens take a fifth round for one token
         self.assertAlmostEqual(P.finite_run_rate(lambda rows: 0.01, 1, 21, five), 21 / 0.05)
         # rows finish at different rounds: the batch's rounds run on with fewer rows
-        rng_tokens = lambda rng, rows: 1 + P.accepted_draws(rng, 0.8, 4, rows)   # noqa: E731
+        rng_tokens = lambda rng, live, trial: 1 + P.accepted_draws(rng, 0.8, 4, live.size)  # noqa: E731,E501
         endless = 16 * P.tokens_per_round(0.8, 4) / 0.05
         finite = P.finite_run_rate(lambda rows: 0.05, 16, 47, rng_tokens)
         self.assertLess(finite, 0.9 * endless)
@@ -224,6 +224,12 @@ class FiniteRuns(unittest.TestCase):
         cheaper = P.finite_run_rate(lambda rows: 0.05 * rows / 16, 16, 47, rng_tokens)
         self.assertGreater(cheaper, finite)
         self.assertEqual(P.finite_run_rate(lambda rows: 0.05, 16, 47, rng_tokens), finite)
+        # the same mean tokens per round (4.52 and 2.19 for 3.36 twice) split unevenly between
+        # the rows: the batch waits for its slower row, so fewer tokens per second
+        def uneven(rng, live, trial):
+            return 1 + P.accepted_draws(rng, np.where(live % 2 == 0, 0.95, 0.57), 4, live.size)
+        self.assertLess(P.finite_run_rate(lambda rows: 0.05, 2, 47, uneven),
+                        0.9 * P.finite_run_rate(lambda rows: 0.05, 2, 47, rng_tokens))
 
     def test_accepted_draws(self):
         rng = np.random.default_rng(3)
@@ -232,6 +238,9 @@ class FiniteRuns(unittest.TestCase):
         self.assertEqual(draws.max(), 4)
         self.assertAlmostEqual(1 + draws.mean(), P.tokens_per_round(0.8, 4), delta=0.01)
         self.assertTrue(np.all(P.accepted_draws(rng, 1.0, 4, 5) == 4))
+        # one alpha per verification
+        mixed = P.accepted_draws(rng, np.tile([0.0, 1.0], 1000), 4, 2000)
+        self.assertTrue(np.all(mixed[0::2] == 0) and np.all(mixed[1::2] == 4))
 
     def test_synthetic_sd_drafts_the_resolve_step(self):
         lay = gpu_layout()

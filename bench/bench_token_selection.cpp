@@ -1,6 +1,7 @@
 // The host work of turning one logits row into tokens, which the decoding loops do for every
-// row beside the forward pass: argmax (greedy tokens and verification) and top_tokens(row, 64),
-// the candidate list SSD's draft takes for every drafted and branch token
+// row beside the forward pass: argmax (greedy tokens and verification), softmax at temperature
+// 1 and a draw from it (sampled tokens and verification), and top_tokens(row, 64), the
+// candidate list SSD's draft takes for every drafted and branch token
 // (ssd/saguaro_drafter.cpp). Each on two kinds of rows:
 //   model  - every position's logits of a synthetic model's forward pass over a 64-token prompt;
 //   random - as many rows of iid uniform floats.
@@ -83,6 +84,12 @@ int32_t argmax_row(const float* row, int vocab) {
   return ssd::argmax(row, vocab);
 }
 
+int32_t sample_row(const float* row, int vocab) {
+  thread_local std::vector<float> probs;
+  ssd::softmax(row, vocab, 1.0, probs);
+  return ssd::sample_from(probs, 0.37);
+}
+
 std::vector<int32_t> candidates_row(const float* row, int vocab) {
   return ssd::top_tokens(row, vocab, kListLength, -1);
 }
@@ -101,6 +108,9 @@ int main(int argc, char** argv) {
       const std::string suffix = "/" + preset + "/" + kind;
       benchmark::RegisterBenchmark(("argmax" + suffix).c_str(), bm_rows<decltype(&argmax_row)>,
                                    rows, vocab, &argmax_row)
+          ->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark(("sample" + suffix).c_str(), bm_rows<decltype(&sample_row)>,
+                                   rows, vocab, &sample_row)
           ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark(("candidates" + suffix).c_str(),
                                    bm_rows<decltype(&candidates_row)>, rows, vocab, &candidates_row)

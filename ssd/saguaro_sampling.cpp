@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "ssd/exp_weights.h"
+
 namespace ssd {
 namespace {
 
@@ -137,16 +139,13 @@ void saguaro_distribution(const float* logits, int vocab, double temperature, in
   }
   std::sort(top.begin(), top.end());
   top.push_back(vocab);  // sentinel: the last run of plain tokens ends at the vocabulary's end
-  // exp in float (about half the cost of double at V ~ 150k; the probabilities are float
-  // anyway), with the exponent formed and the total accumulated in double.
+  // The plain tokens' weights 16 at a time between the top-F (exp_weights: exp((z - shift T) / T),
+  // the same exponent), the top-F's one by one with log C added, the total in double.
   double total = 0.0;
   int begin = 0;
   for (int32_t t : top) {
-    for (int i = begin; i < t; ++i) {
-      const float e = std::exp(float(double(key(logits[i])) * inv_t - shift));
-      probs[i] = e;
-      total += e;
-    }
+    total += exp_weights(logits + begin, t - begin, float(shift * temperature), float(inv_t),
+                         probs.data() + begin);
     if (t == vocab) break;
     const float e =
         c > 0.0 ? std::exp(float(double(key(logits[t])) * inv_t + log_c - shift)) : 0.0f;

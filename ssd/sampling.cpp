@@ -1,7 +1,11 @@
 #include "ssd/sampling.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+
+#include "ssd/exp_weights.h"
 
 namespace ssd {
 namespace {
@@ -52,19 +56,23 @@ int32_t argmax(const float* logits, int vocab) {
 void softmax(const float* logits, int vocab, double temperature, std::vector<float>& probs) {
   probs.resize(vocab);
   const float max_logit = logits[argmax(logits, vocab)];
-  double total = 0.0;
-  thread_local std::vector<double> e;  // reused: this runs for every sampled token
-  e.resize(vocab);
-  for (int i = 0; i < vocab; ++i) {
-    e[i] = std::exp((double(logits[i]) - max_logit) / temperature);
-    total += e[i];
+  if (!(max_logit > -std::numeric_limits<float>::infinity())) {  // every logit -inf or NaN
+    std::fill(probs.begin(), probs.end(), 1.0f / float(vocab));
+    return;
   }
-  for (int i = 0; i < vocab; ++i) probs[i] = float(e[i] / total);
+  const double total =
+      exp_weights(logits, vocab, max_logit, float(1.0 / temperature), probs.data());
+  if (!(total > 0.0)) {  // a +inf logit: all the mass on the first
+    std::fill(probs.begin(), probs.end(), 0.0f);
+    probs[size_t(argmax(logits, vocab))] = 1.0f;
+    return;
+  }
+  const float scale = float(1.0 / total);
+  for (float& p : probs) p *= scale;
 }
 
 int32_t sample_from(const std::vector<float>& probs, double u) {
-  double total = 0.0;
-  for (float p : probs) total += p;
+  const double total = sum_in_double(probs.data(), int(probs.size()));
   const double target = u * total;
   double cumulative = 0.0;
   int32_t last_nonzero = 0;

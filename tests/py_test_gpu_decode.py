@@ -3,9 +3,9 @@
 
 Greedy SD and SSD on the GPU generate exactly the GPU's AR tokens, for Llama- and Qwen3-shaped
 tiny models, several K and batch sizes, with the draft beside the target (SD) and on its own
-rank (SD and SSD; on a one-GPU machine both ranks share the GPU). The result files record the
-backend and the GPU. Skips, with the reason, when this build has no CUDA backend or no GPU is
-visible."""
+rank (SD and SSD, SSD also with 2 and 3 draft ranks; on a one-GPU machine the ranks share the
+GPU). The result files record the backend and the GPU. Skips, with the reason, when this build
+has no CUDA backend or no GPU is visible."""
 import argparse
 import os
 import subprocess
@@ -97,6 +97,14 @@ class GpuGreedyLossless(unittest.TestCase):
                     # and --budget auto a short verification window may leave k = K uncovered.
                     if fanout != "geometric":
                         accept_all.add(f"{tag}_ssd_{short}")
+        # SSD's cache built by two and three draft ranks, each serving its share of the batch
+        # (B8); on a one-GPU machine every rank shares the GPU.
+        for ranks in (2, 3):
+            name = f"{tag}_ssd_D{ranks}"
+            runs[name] = self.run_to_file(
+                name, 1 + ranks, ["--target", target, "--draft", draft_other, "-k", "3",
+                                  "--batch-size", "3", "--mode", "ssd", "--draft-ranks",
+                                  str(ranks), "--fanout", "uniform:2", "--budget", "auto"])
         mismatches = []
         for name, path in runs.items():
             tokens = tokens_of(path)

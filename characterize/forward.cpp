@@ -30,7 +30,7 @@ ForwardResult timed(ModelGroup& g, const ForwardBatch& batch, const char* model,
           .sequences = sequences,
           .calls = t.calls,
           .context = context < 0 ? plan.context : context,
-          .seconds = t.mean_s,
+          .seconds = t.median_s,
           .best_seconds = t.best_s,
           .concurrent = plan.concurrent};
 }
@@ -122,7 +122,7 @@ std::vector<ForwardResult> time_host_sampling(Backend& backend, int vocab, int r
                    .rows = 1,
                    .sequences = 1,
                    .calls = t.calls,
-                   .seconds = t.mean_s,
+                   .seconds = t.median_s,
                    .best_seconds = t.best_s});
   }
   return out;

@@ -33,9 +33,10 @@ namespace ssd {
 std::vector<float> random_floats(size_t count, uint64_t seed, int threads);
 
 struct Timing {
-  double mean_s = 0.0;  // per call, over all timed calls
-  double best_s = 0.0;  // per call, in the fastest of the timed batches
-  int calls = 0;        // timed calls
+  double mean_s = 0.0;    // per call, over all timed calls
+  double median_s = 0.0;  // per call, in the median of the timed batches
+  double best_s = 0.0;    // per call, in the fastest of the timed batches
+  int calls = 0;          // timed calls
 };
 
 // Times `call` on `backend`: one warm-up call, then batches of back-to-back calls, each closed

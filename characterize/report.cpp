@@ -139,10 +139,10 @@ int print_forward(std::ostream& os, const CharacterizeReport& r) {
         "branch-masked step; host = the CPU work per logits row (argmax, sample = softmax + "
         "draw, candidates = top 64); sd = SD's collocated round, verify then K draft steps on "
         "one rank; timed alone (AR, SD) or beside = while the other model's rank timed its own "
-        "(SSD); best = fastest batch of calls; per verify = floor(window's "
-        "verify / mean)\n";
+        "(SSD); ms = per call in the median of 5 batches (sd, ssd: mean over the rounds); best = "
+        "fastest batch of calls; per verify = floor(window's verify / ms)\n";
   os << format("# %5s  %-6s %-10s %6s %5s %6s %6s %-6s %10s %10s %11s\n", "rank", "model", "kind",
-               "rows", "seqs", "ctx", "calls", "timed", "ms mean", "ms best", "per verify");
+               "rows", "seqs", "ctx", "calls", "timed", "ms", "ms best", "per verify");
   for (const RankResults& rank : r.ranks)
     for (const ForwardResult& f : rank.forward) {
       const std::string fits = f.model == "draft" && r.window.verify_s > 0

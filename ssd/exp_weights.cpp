@@ -77,6 +77,19 @@ double exp_weights(const float* x, int n, float minus, float scale, float* out) 
   return total(sum);
 }
 
+float max_ignoring_nan(const float* x, int n) {
+  Floats best = splat(-std::numeric_limits<float>::infinity()), v;
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    std::memcpy(&v, x + i, sizeof v);
+    best = v > best ? v : best;  // NaN never wins
+  }
+  float out = -std::numeric_limits<float>::infinity();
+  for (int l = 0; l < kLanes; ++l) out = best[l] > out ? best[l] : out;
+  for (; i < n; ++i) out = x[i] > out ? x[i] : out;
+  return out;
+}
+
 double sum_in_double(const float* x, int n) {
   Doubles sum{};
   int i = 0;

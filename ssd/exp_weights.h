@@ -14,6 +14,9 @@ namespace ssd {
 // when the caller normalises.
 double exp_weights(const float* x, int n, float minus, float scale, float* out);
 
+// The largest of n floats (n >= 1), NaN counting as -inf: -inf when none is a number.
+float max_ignoring_nan(const float* x, int n);
+
 // The sum of n floats in double, 8 lanes at a time.
 double sum_in_double(const float* x, int n);
 

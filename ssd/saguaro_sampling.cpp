@@ -128,9 +128,7 @@ void saguaro_distribution(const float* logits, int vocab, double temperature, in
     if (shift == minus_inf) modify = false;
   }
   if (!modify) {
-    float best = key(logits[0]);
-    for (int i = 1; i < vocab; ++i) best = std::max(best, key(logits[i]));
-    shift = double(best) * inv_t;
+    shift = double(max_ignoring_nan(logits, vocab)) * inv_t;
     if (shift == minus_inf) {  // every logit is -inf (or NaN): uniform
       std::fill(probs.begin(), probs.end(), 1.0f / float(vocab));
       return;
@@ -153,8 +151,8 @@ void saguaro_distribution(const float* logits, int vocab, double temperature, in
     total += e;
     begin = t + 1;
   }
-  const double scale = 1.0 / total;
-  for (int i = 0; i < vocab; ++i) probs[i] = float(double(probs[i]) * scale);
+  const float scale = float(1.0 / total);
+  for (float& p : probs) p *= scale;
 }
 
 }  // namespace ssd

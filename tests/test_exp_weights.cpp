@@ -50,6 +50,25 @@ TEST(ExpWeights, ShiftScaleNanAndInfinity) {
   EXPECT_NEAR(total, 2.0 + std::exp(-1.0), 1e-7);
 }
 
+TEST(MaxIgnoringNan, MatchesAScalarScan) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int n : {1, 5, 16, 17, 40, 32001}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (float& v : x) v = normal(rng);
+      if (trial % 3 == 0) x[rng() % x.size()] = kNaN;
+      if (trial % 5 == 0) x[0] = kNaN;
+      if (trial % 7 == 0) x[x.size() - 1] = 50.0f;  // the largest in the tail
+      float want = -kInf;
+      for (float v : x) want = v > want ? v : want;
+      EXPECT_EQ(max_ignoring_nan(x.data(), n), want) << "n=" << n << " trial " << trial;
+    }
+  }
+  const std::vector<float> none = {kNaN, -kInf, kNaN};
+  EXPECT_EQ(max_ignoring_nan(none.data(), 3), -kInf);
+}
+
 TEST(SumInDouble, MatchesASequentialSum) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(0.0f, 1.0f);

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/run_benchmarks.h"
 #include "harness/backend_select.h"
 #include "model/model.h"
 #include "model/weights.h"
@@ -188,9 +189,5 @@ int main(int argc, char** argv) {
         for (int c : contexts) b->Args({t, c});
     }
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return run_registered_benchmarks(argc, argv);
 }

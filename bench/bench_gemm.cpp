@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/run_benchmarks.h"
 #include "kernels/cpu/cpu_backend.h"
 
 namespace {
@@ -200,9 +201,5 @@ int main(int argc, char** argv) {
           ->Iterations(1)
           ->Unit(benchmark::kMicrosecond);
     }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return run_registered_benchmarks(argc, argv);
 }

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/run_benchmarks.h"
 #include "harness/backend_select.h"
 #include "model/model.h"
 #include "model/weights.h"
@@ -117,9 +118,5 @@ int main(int argc, char** argv) {
           ->Unit(benchmark::kMicrosecond);
     }
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return run_registered_benchmarks(argc, argv);
 }

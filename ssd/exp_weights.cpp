@@ -5,6 +5,11 @@
 #include <initializer_list>
 #include <limits>
 
+// The helpers below take and return 16-float vectors. Without AVX-512 in -march, GCC and Clang
+// warn that such a vector's calling convention differs from an AVX-512 build's: a concern for
+// calls between translation units, and these functions are local to this one.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace ssd {
 namespace {
 

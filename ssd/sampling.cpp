@@ -55,7 +55,8 @@ int32_t argmax(const float* logits, int vocab) {
 
 void softmax(const float* logits, int vocab, double temperature, std::vector<float>& probs) {
   probs.resize(vocab);
-  const float max_logit = logits[argmax(logits, vocab)];
+  // Not logits[argmax]: argmax never moves past a NaN at index 0.
+  const float max_logit = max_ignoring_nan(logits, vocab);
   if (!(max_logit > -std::numeric_limits<float>::infinity())) {  // every logit -inf or NaN
     std::fill(probs.begin(), probs.end(), 1.0f / float(vocab));
     return;

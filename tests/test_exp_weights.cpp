@@ -116,6 +116,9 @@ TEST(Softmax, RowsWithoutAFiniteMaximum) {
   const std::vector<float> with_nan = {1.0f, kNaN, 1.0f};
   softmax(with_nan.data(), 3, 1.0, p);
   EXPECT_EQ(p, (std::vector<float>{0.5f, 0.0f, 0.5f}));
+  const std::vector<float> nan_first = {kNaN, 1.0f, 1.0f};
+  softmax(nan_first.data(), 3, 1.0, p);
+  EXPECT_EQ(p, (std::vector<float>{0.0f, 0.5f, 0.5f}));
 }
 
 }  // namespace

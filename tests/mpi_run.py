@@ -19,13 +19,15 @@ def main(module):
     unittest.main(module=module, argv=[sys.argv[0], *rest], verbosity=2)
 
 
-def launch(args, ranks, flags, timeout=300):
-    """ssd-bench with `flags` on `ranks` ranks; returns the CompletedProcess. A private Open
-    MPI session directory per launch: launches at the same moment otherwise race to create
-    /tmp/ompi.HOST.UID."""
+def launch(args, ranks, flags, timeout=300, env=None, quiet=False):
+    """ssd-bench with `flags` on `ranks` ranks, `env` added to the environment (mpiexec -q when
+    quiet); returns the CompletedProcess. A private Open MPI session directory per launch:
+    launches at the same moment otherwise race to create its session directory ("orte_session_dir
+    failed ... File exists"), under /tmp or under the test's OMPI_MCA_orte_tmpdir_base alike."""
     with tempfile.TemporaryDirectory(prefix="ompi-") as session:
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   OMPI_MCA_orte_tmpdir_base=session)
-        cmd = [args.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(ranks),
-               args.ssd_bench, *flags]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        full_env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
+                        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", **(env or {}),
+                        OMPI_MCA_orte_tmpdir_base=session)
+        cmd = [args.mpiexec, *(["-q"] if quiet else []), "--oversubscribe", "--bind-to", "none",
+               "-np", str(ranks), args.ssd_bench, *flags]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)

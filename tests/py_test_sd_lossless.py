@@ -12,7 +12,6 @@ import concurrent.futures
 import itertools
 import os
 import shutil
-import subprocess
 import sys
 import unittest
 
@@ -20,6 +19,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpi_run  # noqa: E402
 from stat_checks import (chi2_sf, first_difference, homogeneity_p_value,  # noqa: E402
                          tokens_of)
 
@@ -40,11 +40,8 @@ def launch(np_, flags, timeout=120):
     # needs ASan's slow unwinder (see tests/CMakeLists.txt) and would take minutes here;
     # py_test_mpi_layout and mpi_test_tensor_parallel check the same code paths for leaks.
     asan = os.environ.get("ASAN_OPTIONS", "") + ":fast_unwind_on_malloc=1:detect_leaks=0"
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_mpi_yield_when_idle="1", ASAN_OPTIONS=asan)
-    cmd = [ARGS.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(np_),
-           ARGS.ssd_bench, *flags]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    return mpi_run.launch(ARGS, np_, flags, timeout,
+                          env={"OMPI_MCA_mpi_yield_when_idle": "1", "ASAN_OPTIONS": asan})
 
 
 def run_to_file(name, np_, flags):

@@ -20,9 +20,7 @@ import concurrent.futures
 import math
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
@@ -30,6 +28,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpi_run  # noqa: E402
 from stat_checks import (chi2_sf, first_difference, homogeneity_p_value,  # noqa: E402
                          tokens_of)
 
@@ -45,14 +44,8 @@ INITIAL, CACHE_HIT, PRIMARY, BACKUP = 0, 1, 2, 3
 
 def launch(np_, flags, timeout=240, quiet=False):
     """ssd-bench under mpiexec with np_ ranks; returns the CompletedProcess."""
-    # A private session directory per launch: mpiruns started at the same moment otherwise
-    # race to create /tmp/ompi.HOST.UID ("orte_session_dir failed ... File exists").
-    with tempfile.TemporaryDirectory(prefix="ompi-") as session:
-        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                   OMPI_MCA_mpi_yield_when_idle="1", OMPI_MCA_orte_tmpdir_base=session)
-        cmd = [ARGS.mpiexec, *(["-q"] if quiet else []), "--oversubscribe", "--bind-to", "none",
-               "-np", str(np_), ARGS.ssd_bench, *flags]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    return mpi_run.launch(ARGS, np_, flags, timeout, env={"OMPI_MCA_mpi_yield_when_idle": "1"},
+                          quiet=quiet)
 
 
 def run_to_file(name, np_, flags):

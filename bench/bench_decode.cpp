@@ -1,13 +1,14 @@
 // One AR decode step (batch 1, one token) of synthetic models, after a prefill of `context`
-// tokens. The cache length is never committed, so every iteration rewrites the slot after
-// the context and sees the same context: the step does not get slower as the benchmark runs.
+// tokens; with SSD_BENCH_ROWS, steps of several tokens of the one sequence as well (K + 1 = 5 is
+// SD's verification of K = 4 drafted tokens, logits for every row). The cache length is never
+// committed, so every iteration rewrites the slot after the context and sees the same context: the
+// step does not get slower as the benchmark runs.
 //
-// Counters: tok_s (steps per second) and weight_BW (bytes one decode step must read: every
-// weight in the format it is kept in -- the benchmark's weight dtype on cpu, bf16 on cuda --
-// except the unread rows of an untied embedding table, per second). Compare weight_BW with the
-// read bandwidth that `ssd-bench characterize` measures.
-// Weight dtypes: SSD_BENCH_DTYPES, a comma-separated list of f32, bf16, auto (default
-// f32,bf16), as ssd-bench's --weight-dtype.
+// Counters: tok_s (steps per second, whatever their rows) and weight_BW (bytes one decode step must
+// read: every weight in the format it is kept in -- the benchmark's weight dtype on cpu, bf16 on
+// cuda -- except the unread rows of an untied embedding table, per second). Compare weight_BW with
+// the read bandwidth that `ssd-bench characterize` measures. Weight dtypes: SSD_BENCH_DTYPES, a
+// comma-separated list of f32, bf16, auto (default f32,bf16), as ssd-bench's --weight-dtype.
 //
 // Models: tiny-llama, llama-124m (0.5 GB fp32) and llama-3.2-1b (1.24B parameters, 4.9 GB
 // fp32). Synthetic weights are generated on first use of each model, which for llama-3.2-1b
@@ -69,6 +70,12 @@ std::vector<int> bench_contexts() {
   return env_positive_ints("SSD_BENCH_CONTEXTS", 16);
 }
 
+// Tokens of the one sequence each step decodes, causally: SSD_BENCH_ROWS, comma-separated
+// (default 1, an AR step); K + 1 rows are SD's verification of K drafted tokens.
+std::vector<int> bench_rows() {
+  return env_positive_ints("SSD_BENCH_ROWS", 1);
+}
+
 std::string bench_backend() {
   const char* env = std::getenv("SSD_BENCH_BACKEND");
   return env ? env : "cpu";
@@ -91,6 +98,7 @@ struct Loaded {
   std::string dtype;
   int threads = 0;
   int context = 0;
+  int rows = 0;
   std::unique_ptr<ssd::Backend> backend;
   ssd::Model model;
   ssd::KVCache cache;
@@ -113,10 +121,11 @@ struct Loaded {
   }
 };
 
-Loaded& load(const std::string& spec, const std::string& dtype, int threads, int context) {
+Loaded& load(const std::string& spec, const std::string& dtype, int threads, int context,
+             int rows) {
   static Loaded loaded;
   if (loaded.backend && loaded.spec == spec && loaded.dtype == dtype && loaded.threads == threads) {
-    if (loaded.context == context) return loaded;
+    if (loaded.context == context && loaded.rows == rows) return loaded;
     loaded.release_cache();
   } else {
     loaded.release();
@@ -130,7 +139,8 @@ Loaded& load(const std::string& spec, const std::string& dtype, int threads, int
                         loaded.backend->weight_storage(ssd::resolve_weight_dtype(dtype, *source)));
   }
   loaded.context = context;
-  loaded.cache = ssd::create_kv_cache(loaded.model, 1, context + 1);
+  loaded.rows = rows;
+  loaded.cache = ssd::create_kv_cache(loaded.model, 1, context + rows);
   const int vocab = loaded.model.config.vocab_size;
   std::vector<int32_t> prompt(context);
   for (int i = 0; i < context; ++i) prompt[i] = int32_t((7919LL * i + 3) % vocab);
@@ -144,9 +154,11 @@ Loaded& load(const std::string& spec, const std::string& dtype, int threads, int
 }
 
 void bm_decode_step(benchmark::State& state, const std::string& spec, const std::string& dtype) {
-  Loaded& m = load(spec, dtype, int(state.range(0)), int(state.range(1)));
+  const int rows = int(state.range(2));
+  Loaded& m = load(spec, dtype, int(state.range(0)), int(state.range(1)), rows);
   ssd::ForwardBatch batch;
-  batch.add_causal(0, m.cache.length[0], {m.next_token}, ssd::ForwardBatch::Logits::Last);
+  batch.add_causal(0, m.cache.length[0], std::vector<int32_t>(size_t(rows), m.next_token),
+                   ssd::ForwardBatch::Logits::All);
   ssd::forward(m.model, m.cache, batch, m.acts, m.logits);  // warm-up
   for (auto _ : state) {
     // forward() returns the logits on the host, so each step is complete when it returns.
@@ -167,6 +179,7 @@ void bm_decode_step(benchmark::State& state, const std::string& spec, const std:
 int main(int argc, char** argv) {
   const std::vector<int> threads = bench_threads();
   const std::vector<int> contexts = bench_contexts();
+  const std::vector<int> rows = bench_rows();
   if (const int longest = *std::max_element(contexts.begin(), contexts.end()); longest > 1 << 16) {
     std::fprintf(stderr, "bench_decode: SSD_BENCH_CONTEXTS: %d tokens is more than 65536\n",
                  longest);
@@ -184,9 +197,10 @@ int main(int argc, char** argv) {
       const std::string spec = "synthetic:" + preset;
       auto* b = benchmark::RegisterBenchmark(("decode_step/" + preset + "/" + dtype).c_str(),
                                              bm_decode_step, spec, dtype);
-      b->ArgNames({"threads", "context"})->Unit(benchmark::kMillisecond)->UseRealTime();
+      b->ArgNames({"threads", "context", "rows"})->Unit(benchmark::kMillisecond)->UseRealTime();
       for (int t : threads)
-        for (int c : contexts) b->Args({t, c});
+        for (int c : contexts)
+          for (int r : rows) b->Args({t, c, r});
     }
   }
   return run_registered_benchmarks(argc, argv);

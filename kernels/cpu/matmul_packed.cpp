@@ -149,10 +149,18 @@ inline void panel_tile(float* out, const float* x, const W* panel, int in, int o
   }
   const int tail = in - in_vec;
   const W* tail_part = panel + size_t(kPanel) * in_vec;
+  // Every column is finished, the last panel's zero rows too, and only then are `columns` of them
+  // written: indexing acc by the run-time column count made GCC keep all of acc on the stack
+  // (stored at entry, stored and reloaded at the end), which cost 15-25% of an in-cache tile
+  // (a 240 KB matrix, 4-16 rows: 169-193 -> 196-217 GFLOP/s).
+  float sums[R][kPanel];
+#pragma GCC unroll 16
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < columns; ++j)
-      out[size_t(r0 + r) * out_dim + j0 + j] =
-          finish_dot(acc[r][j], xrow[r] + in_vec, tail_part + size_t(j) * tail, tail);
+#pragma GCC unroll 16
+    for (int j = 0; j < kPanel; ++j)
+      sums[r][j] = finish_dot(acc[r][j], xrow[r] + in_vec, tail_part + size_t(j) * tail, tail);
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < columns; ++j) out[size_t(r0 + r) * out_dim + j0 + j] = sums[r][j];
 }
 
 // One row of x against two panels at once, the one-row case (decode) when its x is small: two
@@ -181,10 +189,13 @@ inline void two_panel_row(float* out, const float* x, const W* panel_a, const W*
   const int tail = in - in_vec;
   const W* tail_a = panel_a + size_t(kPanel) * in_vec;
   const W* tail_b = panel_b + size_t(kPanel) * in_vec;
-  for (int j = 0; j < kPanel; ++j)
+  float sums_b[kPanel];  // as in panel_tile: acc stays in registers
+#pragma GCC unroll 16
+  for (int j = 0; j < kPanel; ++j) {
     out[j_a + j] = finish_dot(acc[0][j], x + in_vec, tail_a + size_t(j) * tail, tail);
-  for (int j = 0; j < columns_b; ++j)
-    out[j_b + j] = finish_dot(acc[1][j], x + in_vec, tail_b + size_t(j) * tail, tail);
+    sums_b[j] = finish_dot(acc[1][j], x + in_vec, tail_b + size_t(j) * tail, tail);
+  }
+  for (int j = 0; j < columns_b; ++j) out[j_b + j] = sums_b[j];
 }
 
 // What every tile of one panel over one k-block shares.

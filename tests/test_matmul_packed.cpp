@@ -4,6 +4,7 @@
 // CPU backend must pack exactly the matrices the model uploads as matrices.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/simd.h"
 
 namespace ssd {
 namespace {
@@ -152,6 +154,45 @@ TEST(MatmulPacked, EmbedReadsRowsOfAPackedTable) {
           << "token " << tokens[t];
     backend.release(table);
     backend.release(e);
+  }
+}
+
+// simd::reduce_vecs, which finishes a packed tile's accumulators together, gives each the bits of
+// simd::reduce_vec, which the row-major GEMM and attention use one at a time: lanes of mixed
+// magnitudes, so that any other order of the additions rounds differently, for every accumulator
+// count a tile has.
+template <int R, int J>
+void expect_reduce_vecs_equals_reduce_vec(uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-24, 24);
+  simd::vec acc[R][J];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < J; ++j) {
+      float lanes[simd::kLanes];
+      for (float& lane : lanes) lane = std::ldexp(mantissa(rng), exponent(rng));
+      acc[r][j] = simd::load_vec(lanes);
+    }
+  float sums[R][J];
+  simd::reduce_vecs(acc, sums);
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < J; ++j) {
+      const float want = simd::reduce_vec(acc[r][j]);
+      EXPECT_EQ(0, std::memcmp(&want, &sums[r][j], sizeof(float)))
+          << R << " x " << J << " accumulators, [" << r << "][" << j << "]: " << sums[r][j]
+          << " != " << want;
+    }
+}
+
+TEST(MatmulPacked, ReduceVecsEqualsReduceVecBitExact) {
+  for (uint32_t seed = 0; seed < 20; ++seed) {
+    expect_reduce_vecs_equals_reduce_vec<1, 5>(seed);
+    expect_reduce_vecs_equals_reduce_vec<2, 5>(seed);
+    expect_reduce_vecs_equals_reduce_vec<3, 5>(seed);
+    expect_reduce_vecs_equals_reduce_vec<4, 5>(seed);
+    expect_reduce_vecs_equals_reduce_vec<5, 5>(seed);
+    expect_reduce_vecs_equals_reduce_vec<4, 4>(seed);
+    expect_reduce_vecs_equals_reduce_vec<7, 5>(seed);
   }
 }
 

@@ -1,20 +1,7 @@
-// The batch-invariant GEMM on weights laid out for it (CpuBackend::upload_matrix).
-//
-// Row-major [out][in] weights make a tile of J output columns read J rows at once: J short
-// streams that jump ahead by J rows at every column block. One core's hardware prefetcher
-// follows that less well than one sequential stream: bench_decode (llama-124m, one thread,
-// row-major and packed interleaved, 4 repetitions) ran bf16 decode steps at 89-113 tok/s
-// row-major, 87-124 packed (median 91 -> 117), fp32 at 49-55 and 55-59. So each matrix is
-// stored as panels of kPanel output rows, a panel as its kLanes-wide k-vectors interleaved
-// across the panel's rows:
-//
-//   panel p = rows [p*kPanel, p*kPanel + kPanel), zero rows past out_dim
-//   vector part: for each k-vector kb, for each row j: w[j][kb*kLanes .. kb*kLanes + kLanes)
-//   tail part:   for each row j: w[j][in_vec .. in)        (in_vec = in rounded down to kLanes)
-//
-// and a tile reads its panel front to back, once for all of its rows. Every dot product is
-// summed exactly as matmul_invariant sums it (the same simd.h accumulate and finish_dot),
-// so a packed matrix gives matmul_invariant's bits, for any number of rows and threads.
+// The batch-invariant GEMM on weights laid out for it (packed_layout.h, CpuBackend::upload_matrix):
+// a tile reads its panel front to back, once for all of its rows. Every dot product is summed
+// exactly as matmul_invariant sums it (the same simd.h accumulate, reduction tree and tail), so a
+// packed matrix gives matmul_invariant's bits, for any number of rows and threads.
 #include <omp.h>
 
 #include <algorithm>
@@ -23,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/packed_layout.h"
 #include "kernels/cpu/simd.h"
 
 namespace ssd {
@@ -30,34 +18,10 @@ namespace {
 
 using namespace simd;
 
-// Output rows per panel: the tile's column count, fixed by the layout for every row count.
-// Five columns fit 32 registers with up to 5 rows (5 x 5 accumulators + 5 weights + 1 x), 16
-// registers with up to 2 (2 x 5 + 5 + 1). Measured against 4 (bench_gemm, 3 repetitions):
-// bf16 5-row tiles 15 -> 20 GB/s and 16-row ones level with row-major, where 4 columns lost a
-// quarter at 16 rows.
-constexpr int kPanel = 5;
+using packed_layout::kPanel;
+using packed_layout::panels;
+
 constexpr int kMaxTileRows = kRegisters >= 32 ? 5 : 2;
-
-int panels(int out_dim) {
-  return (out_dim + kPanel - 1) / kPanel;
-}
-
-template <typename W>
-void pack(W* dst, const W* w, int out_dim, int in) {
-  const int in_vec = in / kLanes * kLanes, tail = in - in_vec;
-  for (int p = 0; p < panels(out_dim); ++p) {
-    W* panel = dst + size_t(p) * kPanel * in;
-    for (int j = 0; j < kPanel; ++j) {
-      const int row = p * kPanel + j;
-      for (int k = 0; k < in; ++k) {
-        const W value = row < out_dim ? w[size_t(row) * in + k] : W(0);
-        const size_t at = k < in_vec ? (size_t(k / kLanes) * kPanel + j) * kLanes + k % kLanes
-                                     : size_t(kPanel) * in_vec + size_t(j) * tail + (k - in_vec);
-        panel[at] = value;
-      }
-    }
-  }
-}
 
 // k-blocks. A tile reads its rows of x once per panel, and they stay in L1 only while they fit
 // there beside the weight stream. 5 rows of a 2048-wide down_proj are 40 KB (a Zen 5 L1 holds
@@ -154,11 +118,11 @@ inline void panel_tile(float* out, const float* x, const W* panel, int in, int o
   // (stored at entry, stored and reloaded at the end), which cost 15-25% of an in-cache tile
   // (a 240 KB matrix, 4-16 rows: 169-193 -> 196-217 GFLOP/s).
   float sums[R][kPanel];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int j = 0; j < kPanel; ++j)
-      sums[r][j] = finish_dot(acc[r][j], xrow[r] + in_vec, tail_part + size_t(j) * tail, tail);
+  reduce_vecs(acc, sums);
+  if (tail > 0)
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < kPanel; ++j)
+        sums[r][j] = add_tail(sums[r][j], xrow[r] + in_vec, tail_part + size_t(j) * tail, tail);
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < columns; ++j) out[size_t(r0 + r) * out_dim + j0 + j] = sums[r][j];
 }
@@ -189,13 +153,13 @@ inline void two_panel_row(float* out, const float* x, const W* panel_a, const W*
   const int tail = in - in_vec;
   const W* tail_a = panel_a + size_t(kPanel) * in_vec;
   const W* tail_b = panel_b + size_t(kPanel) * in_vec;
-  float sums_b[kPanel];  // as in panel_tile: acc stays in registers
-#pragma GCC unroll 16
+  float sums[2][kPanel];  // as in panel_tile: acc stays in registers
+  reduce_vecs(acc, sums);
   for (int j = 0; j < kPanel; ++j) {
-    out[j_a + j] = finish_dot(acc[0][j], x + in_vec, tail_a + size_t(j) * tail, tail);
-    sums_b[j] = finish_dot(acc[1][j], x + in_vec, tail_b + size_t(j) * tail, tail);
+    out[j_a + j] = add_tail(sums[0][j], x + in_vec, tail_a + size_t(j) * tail, tail);
+    sums[1][j] = add_tail(sums[1][j], x + in_vec, tail_b + size_t(j) * tail, tail);
   }
-  for (int j = 0; j < columns_b; ++j) out[j_b + j] = sums_b[j];
+  for (int j = 0; j < columns_b; ++j) out[j_b + j] = sums[1][j];
 }
 
 // What every tile of one panel over one k-block shares.
@@ -346,6 +310,16 @@ void packed(float* out, const float* x, const W* w, int rows, int in, int out_di
     return;
   }
   const int in_vec = in / kLanes * kLanes;
+  {
+    // The tiles prefetch kPrefetchAhead bytes ahead of what they read, so nothing asks for a
+    // matrix's first kPrefetchAhead bytes early: ask for them all at once, as many lines in flight
+    // as the core allows. bench_decode llama-124m bf16, 5 rows, 2 interleaved pairs: 6.56 -> 6.49
+    // ms. (bench_gemm cannot show it: the copies it cycles through lie end to end, so one call's
+    // prefetches run into the next call's matrix.)
+    const char* start = reinterpret_cast<const char*>(w);
+    const size_t bytes = std::min(kPrefetchAhead, size_t(count) * panel_size * sizeof(W));
+    for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch(start + at, 0, 1);
+  }
   if (rows > kMaxTileRows && rows <= kRowTilesMaxRows)
     return row_tiles_over_groups(out, x, w, rows, in, out_dim, threads);
   if (k_block(rows, in_vec) >= in_vec) {
@@ -364,39 +338,7 @@ void packed(float* out, const float* x, const W* w, int rows, int in, int out_di
   }
 }
 
-// Row `row` of a packed matrix, widened to fp32, read from its panel's interleaved vectors and
-// tail.
-template <typename W>
-void unpack_row(float* dst, const W* w, int row, int in) {
-  const int in_vec = in / kLanes * kLanes, tail = in - in_vec, j = row % kPanel;
-  const W* panel = w + size_t(row / kPanel) * kPanel * in;
-  for (int k = 0; k < in_vec; ++k)
-    dst[k] = widen(panel[(size_t(k / kLanes) * kPanel + j) * kLanes + k % kLanes]);
-  for (int t = 0; t < tail; ++t)
-    dst[in_vec + t] = widen(panel[size_t(kPanel) * in_vec + size_t(j) * tail + t]);
-}
-
 }  // namespace
-
-void packed_matrix_row(float* dst, const float* w, int row, int in) {
-  unpack_row(dst, w, row, in);
-}
-
-void packed_matrix_row_bf16(float* dst, const uint16_t* w, int row, int in) {
-  unpack_row(dst, w, row, in);
-}
-
-size_t packed_matrix_count(int out_dim, int in) {
-  return size_t(panels(out_dim)) * kPanel * size_t(in);
-}
-
-void pack_matrix(float* dst, const float* w, int out_dim, int in) {
-  pack(dst, w, out_dim, in);
-}
-
-void pack_matrix_bf16(uint16_t* dst, const uint16_t* w, int out_dim, int in) {
-  pack(dst, w, out_dim, in);
-}
 
 void matmul_packed(float* out, const float* x, const float* w, int rows, int in, int out_dim,
                    int threads) {

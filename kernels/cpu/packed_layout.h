@@ -1,0 +1,45 @@
+// The packed weight layout of the batch-invariant GEMM (matmul_packed.cpp), shared with the
+// packer (pack_matrix.cpp). Internal to kernels/cpu.
+//
+// Row-major [out][in] weights make a tile of J output columns read J rows at once: J short
+// streams that jump ahead by J rows at every column block. One core's hardware prefetcher
+// follows that less well than one sequential stream: bench_decode (llama-124m, one thread,
+// row-major and packed interleaved, 4 repetitions) ran bf16 decode steps at 89-113 tok/s
+// row-major, 87-124 packed (median 91 -> 117), fp32 at 49-55 and 55-59. So each matrix is
+// stored as panels of kPanel output rows, a panel as its kLanes-wide k-vectors interleaved
+// across the panel's rows:
+//
+//   panel p = rows [p*kPanel, p*kPanel + kPanel), zero rows past out_dim
+//   vector part: for each k-vector kb, for each row j: w[j][kb*kLanes .. kb*kLanes + kLanes)
+//   tail part:   for each row j: w[j][in_vec .. in)        (in_vec = in rounded down to kLanes)
+//
+// and a tile reads its panel front to back, once for all of its rows.
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/cpu/simd.h"
+
+namespace ssd {
+namespace packed_layout {
+
+// Output rows per panel: the tile's column count, fixed by the layout for every row count.
+// Five columns fit 32 registers with up to 5 rows (5 x 5 accumulators + 5 weights + 1 x), 16
+// registers with up to 2 (2 x 5 + 5 + 1). Measured against 4 (bench_gemm, 3 repetitions):
+// bf16 5-row tiles 15 -> 20 GB/s and 16-row ones level with row-major, where 4 columns lost a
+// quarter at 16 rows.
+constexpr int kPanel = 5;
+
+inline int panels(int out_dim) {
+  return (out_dim + kPanel - 1) / kPanel;
+}
+
+// Where element k of row j (of its panel) lies within the panel.
+inline size_t offset_in_panel(int j, int k, int in) {
+  const int in_vec = in / simd::kLanes * simd::kLanes, tail = in - in_vec;
+  return k < in_vec ? (size_t(k / simd::kLanes) * kPanel + j) * simd::kLanes + k % simd::kLanes
+                    : size_t(kPanel) * in_vec + size_t(j) * tail + (k - in_vec);
+}
+
+}  // namespace packed_layout
+}  // namespace ssd

@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "ssd/exp_weights.h"
+#include "kernels/exp_weights.h"
 
 namespace ssd {
 namespace {

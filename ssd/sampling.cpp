@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "ssd/exp_weights.h"
+#include "kernels/exp_weights.h"
 
 namespace ssd {
 namespace {

@@ -13,7 +13,7 @@ double uniform01(uint64_t seed, uint64_t stream, uint64_t counter);
 // Index of the largest logit; ties go to the lowest index.
 int32_t argmax(const float* logits, int vocab);
 
-// probs = softmax(logits / temperature) in float (ssd/exp_weights.h), normalised in double;
+// probs = softmax(logits / temperature) in float (kernels/exp_weights.h), normalised in double;
 // NaN logits weigh 0, and a row without a finite logit gives the uniform distribution.
 void softmax(const float* logits, int vocab, double temperature, std::vector<float>& probs);
 

@@ -1,4 +1,4 @@
-// The vectorised exponentials behind softmax and SAGUARO's distribution (ssd/exp_weights.h)
+// The vectorised exponentials behind softmax and SAGUARO's distribution (kernels/exp_weights.h)
 // against std::exp in double, and softmax against a double-precision reference: lossless
 // verification compares the target's and the draft's probabilities from the same softmax, so
 // what matters is that each is the distribution it claims to be, to float precision.
@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "ssd/exp_weights.h"
+#include "kernels/exp_weights.h"
 #include "ssd/sampling.h"
 
 namespace ssd {

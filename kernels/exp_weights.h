@@ -1,7 +1,8 @@
-// The exponentials of a logits row that softmax and SAGUARO's distribution normalise, 16 lanes
-// at a time. The scalar loops they replace called exp once per token in a dependency chain with
-// the running total: 130 us per row of a 32k vocabulary, the largest host cost of a sampled
-// verification (bench/bench_token_selection).
+// The exponentials of a row that a softmax normalises (the decode layer's softmax and SAGUARO's
+// distribution over host logits, the CPU backend's attention scores), 16 lanes at a time. The
+// scalar loops they replace called exp once per element in a dependency chain with the running
+// total: 130 us per row of a 32k vocabulary, the largest host cost of a sampled verification
+// (bench/bench_token_selection), and 40% of a 5-row verification's attention.
 #pragma once
 
 namespace ssd {

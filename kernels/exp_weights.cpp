@@ -1,4 +1,4 @@
-#include "ssd/exp_weights.h"
+#include "kernels/exp_weights.h"
 
 #include <cstdint>
 #include <cstring>

@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/simd.h"
+#include "kernels/exp_weights.h"
 
 namespace ssd {
 namespace {
@@ -37,30 +38,55 @@ void attend(float* out, const float* q, const float* k_seq, const float* v_seq, 
             const int32_t* visible, int count, int h0, int h1, int group, int head_dim, float scale,
             float* score) {
   const int n = h1 - h0;
-  for (int i = 0; i < count; ++i) {
+  // kSlotBlock slots at a time: their K rows stay in L1 across the heads, and each head's
+  // kSlotBlock dot products are reduced together (simd::reduce_vecs, reduce_vec's bits): one at
+  // a time, the reduction tree cost twice the dot's own multiply-adds.
+  constexpr int kSlotBlock = 16;
+  const int whole = head_dim - head_dim % kLanes, tail = head_dim - whole;
+  int i = 0;
+  for (; i + kSlotBlock <= count; i += kSlotBlock) {
+    const float* k[kSlotBlock];
+    for (int t = 0; t < kSlotBlock; ++t) k[t] = k_seq + size_t(visible[i + t]) * kv_dim;
+    for (int h = h0; h < h1; ++h) {
+      const float* qh = q + size_t(h) * head_dim;
+      const size_t at = size_t(h / group) * head_dim;
+      vec acc[1][kSlotBlock];
+#pragma GCC unroll 16
+      for (int t = 0; t < kSlotBlock; ++t) acc[0][t] = simd::zero_vec();
+      for (int d = 0; d < whole; d += kLanes) {
+        const vec qv = simd::load_vec(qh + d);
+#pragma GCC unroll 16
+        for (int t = 0; t < kSlotBlock; ++t)
+          acc[0][t] = simd::fma_vec(qv, simd::load_vec(k[t] + at + d), acc[0][t]);
+      }
+      float dots[1][kSlotBlock];
+      simd::reduce_vecs(acc, dots);
+      float* out_scores = score + size_t(h - h0) * count + i;
+      for (int t = 0; t < kSlotBlock; ++t)
+        out_scores[t] = simd::add_tail(dots[0][t], qh + whole, k[t] + at + whole, tail) * scale;
+    }
+  }
+  for (; i < count; ++i) {
     const float* k = k_seq + size_t(visible[i]) * kv_dim;
     for (int h = h0; h < h1; ++h)
       score[size_t(h - h0) * count + i] =
           dot(q + size_t(h) * head_dim, k + size_t(h / group) * head_dim, head_dim) * scale;
   }
-  // Softmax in place: score becomes each slot's probability. The sum runs in a register (in a
-  // std::vector each += waited on the store before it: a fifth of attention's time), in slot
-  // order as before, and each probability is the same exp / total.
+  // Softmax in place: score becomes each slot's probability, exp(s - top) / total, the
+  // exponentials 16 lanes at a time and their total in double (kernels/exp_weights.h): exp one
+  // call at a time, chained through the running total, was 40% of a 5-row verification's
+  // attention.
   for (int j = 0; j < n; ++j) {
     float* row = score + size_t(j) * count;
-    const float top = *std::max_element(row, row + count);
-    float total = 0.0f;
-    for (int i = 0; i < count; ++i) {
-      row[i] = std::exp(row[i] - top);
-      total += row[i];
-    }
+    const float top = max_ignoring_nan(row, count);
+    const float total = float(exp_weights(row, count, top, 1.0f, row));
     for (int i = 0; i < count; ++i) row[i] = row[i] / total;
   }
   // out = sum_i p_i v_i in visible order; each of head_dim sums is its own chain of fmas, taken
   // kSlotsAtOnce slots at a time so that the running sums stay in registers across them.
   std::fill(out + size_t(h0) * head_dim, out + size_t(h1) * head_dim, 0.0f);
   constexpr int kSlotsAtOnce = 4;
-  int i = 0;
+  i = 0;
   for (; i + kSlotsAtOnce <= count; i += kSlotsAtOnce) {
     const float* v[kSlotsAtOnce];
     for (int t = 0; t < kSlotsAtOnce; ++t) v[t] = v_seq + size_t(visible[i + t]) * kv_dim;

@@ -2,6 +2,7 @@
 #include "kernels/cpu/cpu_backend.h"
 
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
@@ -28,6 +29,24 @@ const uint16_t* bf16(const Buffer& b) {
 
 void* aligned_zeroed(size_t bytes) {
   // 64-byte aligned so rows start on cache lines; zeroed so fresh KV caches are defined.
+  //
+  // A buffer of 1 MiB or more (a weight matrix, a KV cache) takes whole 2 MiB pages, asked of
+  // the kernel as transparent huge pages (madvise: this host's THP mode is "madvise", so without
+  // asking every weight sat on 4 KiB pages). A decode step streams every weight once: on 4 KiB
+  // pages that is a TLB miss every 4 KiB, and the hardware prefetchers stop at each page's end.
+  // bench_decode llama-124m bf16 at context 128, 3 interleaved repetitions: one row 5.29-5.45 ->
+  // 5.19-5.29 ms, five rows 7.00-7.17 -> 6.84-6.90, sixteen 19.3-19.5 -> 18.6-18.9. Rounding up
+  // costs at most one page per buffer (a llama-124m AR run's peak RSS: 653 -> 668 MB); buffers
+  // 2 MiB-aligned but not rounded up gained about half as much.
+  constexpr size_t kHugePage = size_t(2) << 20;
+  if (bytes >= kHugePage / 2) {
+    bytes = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+    void* p = nullptr;
+    if (posix_memalign(&p, kHugePage, bytes) != 0) throw std::bad_alloc();
+    madvise(p, bytes, MADV_HUGEPAGE);  // advice: where the kernel declines, 4 KiB pages serve
+    std::memset(p, 0, bytes);
+    return p;
+  }
   bytes = ((std::max<size_t>(bytes, 1) + 63) / 64) * 64;
   void* p = std::aligned_alloc(64, bytes);
   if (!p) throw std::bad_alloc();

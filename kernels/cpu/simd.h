@@ -149,6 +149,21 @@ inline float add_tail(float sum, const float* x_tail, const W* w_tail, int tail)
   return sum;
 }
 
+#if defined(__AVX512F__)
+// The sum of two selections of 128-bit quarters from a and b (vshuff32x4 immediates First and
+// Second), and of two selections of lanes within each quarter (vshufps immediates).
+template <int First, int Second>
+inline vec add_selected_quarters(vec a, vec b) {
+  return _mm512_maskz_add_ps(kAll16, _mm512_maskz_shuffle_f32x4(kAll16, a, b, First),
+                             _mm512_maskz_shuffle_f32x4(kAll16, a, b, Second));
+}
+template <int First, int Second>
+inline vec add_selected_lanes(vec a, vec b) {
+  return _mm512_maskz_add_ps(kAll16, _mm512_maskz_shuffle_ps(kAll16, a, b, First),
+                             _mm512_maskz_shuffle_ps(kAll16, a, b, Second));
+}
+#endif
+
 // reduce_vec of each of R x J accumulators, into sums. With AVX-512, sixteen at a time: each
 // step adds, for all of them at once, the same two partial sums that reduce_vec adds for one
 // (halves, then quarters, then pairs, then the last two), so the bits are reduce_vec's; it takes
@@ -168,27 +183,19 @@ inline void reduce_vecs(const vec (&acc)[R][J], float (&sums)[R][J]) {
     vec halves[8];
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i)
-      halves[i] = _mm512_maskz_add_ps(
-          kAll16, _mm512_maskz_shuffle_f32x4(kAll16, a[2 * i], a[2 * i + 1], 0x44),
-          _mm512_maskz_shuffle_f32x4(kAll16, a[2 * i], a[2 * i + 1], 0xEE));
+      halves[i] = add_selected_quarters<0x44, 0xEE>(a[2 * i], a[2 * i + 1]);
     // h_i + h_{i+4}: four accumulators per vector, [A's 4 | B's 4 | C's 4 | D's 4].
     vec quarters[4];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; ++i)
-      quarters[i] = _mm512_maskz_add_ps(
-          kAll16, _mm512_maskz_shuffle_f32x4(kAll16, halves[2 * i], halves[2 * i + 1], 0x88),
-          _mm512_maskz_shuffle_f32x4(kAll16, halves[2 * i], halves[2 * i + 1], 0xDD));
+      quarters[i] = add_selected_quarters<0x88, 0xDD>(halves[2 * i], halves[2 * i + 1]);
     // q_0 + q_2 and q_1 + q_3: per 128-bit lane [X's 2 | Y's 2].
     vec pairs[2];
 #pragma GCC unroll 2
     for (int i = 0; i < 2; ++i)
-      pairs[i] = _mm512_maskz_add_ps(
-          kAll16, _mm512_maskz_shuffle_ps(kAll16, quarters[2 * i], quarters[2 * i + 1], 0x44),
-          _mm512_maskz_shuffle_ps(kAll16, quarters[2 * i], quarters[2 * i + 1], 0xEE));
+      pairs[i] = add_selected_lanes<0x44, 0xEE>(quarters[2 * i], quarters[2 * i + 1]);
     // p_0 + p_1: lane 4l + m holds accumulator 4m + l; the permutation puts i at lane i.
-    const vec totals =
-        _mm512_maskz_add_ps(kAll16, _mm512_maskz_shuffle_ps(kAll16, pairs[0], pairs[1], 0x88),
-                            _mm512_maskz_shuffle_ps(kAll16, pairs[0], pairs[1], 0xDD));
+    const vec totals = add_selected_lanes<0x88, 0xDD>(pairs[0], pairs[1]);
     const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
     alignas(64) float lanes[16];
     _mm512_store_ps(lanes, _mm512_maskz_permutexvar_ps(kAll16, order, totals));

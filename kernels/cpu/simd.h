@@ -41,6 +41,10 @@ inline void store_vec(float* p, vec v) {
 inline vec zero_vec() {
   return _mm512_setzero_ps();
 }
+
+inline vec broadcast_vec(float v) {
+  return _mm512_set1_ps(v);
+}
 inline vec fma_vec(vec a, vec b, vec acc) {
   return _mm512_fmadd_ps(a, b, acc);
 }
@@ -69,6 +73,10 @@ inline void store_vec(float* p, vec v) {
 }
 inline vec zero_vec() {
   return _mm256_setzero_ps();
+}
+
+inline vec broadcast_vec(float v) {
+  return _mm256_set1_ps(v);
 }
 inline vec fma_vec(vec a, vec b, vec acc) {
   return _mm256_fmadd_ps(a, b, acc);
@@ -103,6 +111,10 @@ inline void store_vec(float* p, vec v) {
 }
 inline vec zero_vec() {
   return vec{};
+}
+
+inline vec broadcast_vec(float v) {
+  return vec{v, v, v, v, v, v, v, v};
 }
 inline vec fma_vec(vec a, vec b, vec acc) {
   return acc + a * b;

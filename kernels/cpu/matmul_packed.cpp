@@ -253,6 +253,17 @@ void panel_group(float* out, const float* x, const W* w, int rows, int in, int o
   } while (k0 < in_vec);
 }
 
+// The tiles prefetch kPrefetchAhead bytes ahead of what they read, so nothing asks for a matrix's
+// first kPrefetchAhead bytes early: ask for them all at once, as many lines in flight as the core
+// allows. bench_decode llama-124m bf16, 5 rows, 2 interleaved pairs: 6.56 -> 6.49 ms. (bench_gemm
+// cannot show it: the copies it cycles through lie end to end, so one call's prefetches run into
+// the next call's matrix.)
+inline void prefetch_start(const void* matrix, size_t bytes) {
+  const char* start = static_cast<const char*>(matrix);
+  for (size_t at = 0; at < std::min(kPrefetchAhead, bytes); at += 64)
+    __builtin_prefetch(start + at, 0, 1);
+}
+
 // See kRowTilesGroupBytes. Later row tiles prefetch the next group: at the same place in it as
 // they read in this one.
 template <typename W>
@@ -267,20 +278,21 @@ void row_tiles_over_groups(float* out, const float* x, const W* w, int rows, int
     const int first = g * group, last = std::min(count, first + group);
     const size_t group_bytes = size_t(last - first) * panel_size * sizeof(W);
     for_each_row_tile(rows, [&](int r0, int tile_rows) {
-      // Blocked over the one k-block [0, in_vec): the form of panel_tile that takes its prefetch
-      // distance at run time.
-      PanelPass<W> pass{out,
-                        x,
-                        w,
-                        in,
-                        out_dim,
-                        0,
-                        0,
-                        0,
-                        in_vec,
-                        Saved{nullptr},
-                        r0 == 0 ? kPrefetchAhead : group_bytes,
-                        r0 > 0};
+      // The first tile prefetches as one pass does; the later ones take the blocked form (one
+      // k-block, [0, in_vec)), whose prefetch distance is read at run time: the group's size.
+      const bool later = r0 > 0;
+      PanelPass<W> pass{.out = out,
+                        .x = x,
+                        .panel = w,
+                        .in = in,
+                        .out_dim = out_dim,
+                        .j0 = 0,
+                        .columns = 0,
+                        .k0 = 0,
+                        .k1 = in_vec,
+                        .saved = Saved{nullptr},
+                        .prefetch_ahead = later ? group_bytes : kPrefetchAhead,
+                        .blocked = later};
       for (int p = first; p < last; ++p) {
         pass.panel = w + size_t(p) * panel_size;
         pass.j0 = p * kPanel;
@@ -310,16 +322,7 @@ void packed(float* out, const float* x, const W* w, int rows, int in, int out_di
     return;
   }
   const int in_vec = in / kLanes * kLanes;
-  {
-    // The tiles prefetch kPrefetchAhead bytes ahead of what they read, so nothing asks for a
-    // matrix's first kPrefetchAhead bytes early: ask for them all at once, as many lines in flight
-    // as the core allows. bench_decode llama-124m bf16, 5 rows, 2 interleaved pairs: 6.56 -> 6.49
-    // ms. (bench_gemm cannot show it: the copies it cycles through lie end to end, so one call's
-    // prefetches run into the next call's matrix.)
-    const char* start = reinterpret_cast<const char*>(w);
-    const size_t bytes = std::min(kPrefetchAhead, size_t(count) * panel_size * sizeof(W));
-    for (size_t at = 0; at < bytes; at += 64) __builtin_prefetch(start + at, 0, 1);
-  }
+  prefetch_start(w, size_t(count) * panel_size * sizeof(W));
   if (rows > kMaxTileRows && rows <= kRowTilesMaxRows)
     return row_tiles_over_groups(out, x, w, rows, in, out_dim, threads);
   if (k_block(rows, in_vec) >= in_vec) {

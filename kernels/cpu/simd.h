@@ -41,7 +41,6 @@ inline void store_vec(float* p, vec v) {
 inline vec zero_vec() {
   return _mm512_setzero_ps();
 }
-
 inline vec broadcast_vec(float v) {
   return _mm512_set1_ps(v);
 }
@@ -74,7 +73,6 @@ inline void store_vec(float* p, vec v) {
 inline vec zero_vec() {
   return _mm256_setzero_ps();
 }
-
 inline vec broadcast_vec(float v) {
   return _mm256_set1_ps(v);
 }
@@ -112,7 +110,6 @@ inline void store_vec(float* p, vec v) {
 inline vec zero_vec() {
   return vec{};
 }
-
 inline vec broadcast_vec(float v) {
   return vec{v, v, v, v, v, v, v, v};
 }

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -97,6 +98,14 @@ class Backend {
   virtual void copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset,
                     size_t count) = 0;
   virtual void synchronize() = 0;
+
+  // Runs `ops`, a sequence of this backend's ops (no transfer to the host, no synchronize, no
+  // alloc or release, no other library's calls) that is the same sequence of launches whenever
+  // the shapes and buffers are the same, with host arguments (tokens, positions, masks) that may
+  // differ from call to call. A backend may record the sequence once per shape and replay the
+  // recording (CUDA graphs: one launch instead of hundreds); the results are the same as running
+  // the ops one by one. The default runs them one by one.
+  virtual void run_recorded(const std::function<void()>& ops) { ops(); }
 
   // --- ops; all matrices row-major ---
   // out[r][:] = table[tokens[r]][:] (table from upload_weight_as, or upload_matrix if tied)

@@ -85,47 +85,56 @@ void forward(const Model& m, KVCache& cache, const ForwardBatch& batch, Activati
                            batch.extra_begin.data(),
                            batch.extra_slots.data()};
   const float eps = float(c.rms_norm_eps);
-
-  be.embed(a.x, m.weights.embed, batch.tokens.data(), rows, dim);
-
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    const LayerWeights& w = m.weights.layers[l];
-
-    // Attention block.
-    be.rmsnorm(a.xb, a.x, w.attn_norm, rows, dim, eps);
-    be.matmul(a.q, a.xb, w.wq, rows, dim, q_dim);
-    be.matmul(a.k, a.xb, w.wk, rows, dim, kv_dim);
-    be.matmul(a.v, a.xb, w.wv, rows, dim, kv_dim);
-    if (c.has_qk_norm()) {
-      be.rmsnorm(a.q, a.q, w.q_norm, rows * heads, hd, eps);
-      be.rmsnorm(a.k, a.k, w.k_norm, rows * kv_heads, hd, eps);
-    }
-    be.rope(a.q, batch.position.data(), rows, heads, hd, m.inv_freq);
-    be.rope(a.k, batch.position.data(), rows, kv_heads, hd, m.inv_freq);
-    be.kv_store(cache.k[l], cache.v[l], cache.layout, a.k, a.v, mask);
-    be.attention(a.attn, a.q, cache.k[l], cache.v[l], cache.layout, heads, mask);
-    be.matmul(a.xb, a.attn, w.wo, rows, q_dim, dim);
-    if (m.all_reduce) m.all_reduce->sum(a.xb, size_t(rows) * dim);
-    be.add(a.x, a.xb, size_t(rows) * dim);
-
-    // Feed-forward block (SwiGLU).
-    be.rmsnorm(a.xb, a.x, w.mlp_norm, rows, dim, eps);
-    be.matmul(a.hb, a.xb, w.w_gate, rows, dim, ffn);
-    be.matmul(a.hb2, a.xb, w.w_up, rows, dim, ffn);
-    be.swiglu(a.hb, a.hb, a.hb2, size_t(rows) * ffn);
-    be.matmul(a.xb, a.hb, w.w_down, rows, ffn, dim);
-    if (m.all_reduce) m.all_reduce->sum(a.xb, size_t(rows) * dim);
-    be.add(a.x, a.xb, size_t(rows) * dim);
-  }
-
-  // Final norm and LM head, only for the rows whose logits are wanted.
   logits.resize(size_t(n_logits) * c.vocab_size);
-  if (n_logits == 0) return;
-  for (int i = 0; i < n_logits; ++i)
-    be.copy(a.logit_in, size_t(i) * dim, a.x, size_t(batch.logit_rows[i]) * dim, dim);
-  be.rmsnorm(a.logit_in, a.logit_in, m.weights.final_norm, n_logits, dim, eps);
-  be.matmul(a.logits, a.logit_in, m.weights.lm_head, n_logits, dim, c.vocab_size);
-  be.to_host(logits.data(), a.logits, 0, logits.size());
+
+  // Everything from the embedding to the logits is one fixed sequence of backend ops for a given
+  // shape, which the backend may record and replay (Backend::run_recorded). An all-reduce is
+  // another library's call between the ops, so a tensor-parallel model runs them one by one.
+  const auto ops = [&] {
+    be.embed(a.x, m.weights.embed, batch.tokens.data(), rows, dim);
+
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+      const LayerWeights& w = m.weights.layers[l];
+
+      // Attention block.
+      be.rmsnorm(a.xb, a.x, w.attn_norm, rows, dim, eps);
+      be.matmul(a.q, a.xb, w.wq, rows, dim, q_dim);
+      be.matmul(a.k, a.xb, w.wk, rows, dim, kv_dim);
+      be.matmul(a.v, a.xb, w.wv, rows, dim, kv_dim);
+      if (c.has_qk_norm()) {
+        be.rmsnorm(a.q, a.q, w.q_norm, rows * heads, hd, eps);
+        be.rmsnorm(a.k, a.k, w.k_norm, rows * kv_heads, hd, eps);
+      }
+      be.rope(a.q, batch.position.data(), rows, heads, hd, m.inv_freq);
+      be.rope(a.k, batch.position.data(), rows, kv_heads, hd, m.inv_freq);
+      be.kv_store(cache.k[l], cache.v[l], cache.layout, a.k, a.v, mask);
+      be.attention(a.attn, a.q, cache.k[l], cache.v[l], cache.layout, heads, mask);
+      be.matmul(a.xb, a.attn, w.wo, rows, q_dim, dim);
+      if (m.all_reduce) m.all_reduce->sum(a.xb, size_t(rows) * dim);
+      be.add(a.x, a.xb, size_t(rows) * dim);
+
+      // Feed-forward block (SwiGLU).
+      be.rmsnorm(a.xb, a.x, w.mlp_norm, rows, dim, eps);
+      be.matmul(a.hb, a.xb, w.w_gate, rows, dim, ffn);
+      be.matmul(a.hb2, a.xb, w.w_up, rows, dim, ffn);
+      be.swiglu(a.hb, a.hb, a.hb2, size_t(rows) * ffn);
+      be.matmul(a.xb, a.hb, w.w_down, rows, ffn, dim);
+      if (m.all_reduce) m.all_reduce->sum(a.xb, size_t(rows) * dim);
+      be.add(a.x, a.xb, size_t(rows) * dim);
+    }
+
+    // Final norm and LM head, only for the rows whose logits are wanted.
+    if (n_logits == 0) return;
+    for (int i = 0; i < n_logits; ++i)
+      be.copy(a.logit_in, size_t(i) * dim, a.x, size_t(batch.logit_rows[i]) * dim, dim);
+    be.rmsnorm(a.logit_in, a.logit_in, m.weights.final_norm, n_logits, dim, eps);
+    be.matmul(a.logits, a.logit_in, m.weights.lm_head, n_logits, dim, c.vocab_size);
+  };
+  if (m.all_reduce)
+    ops();
+  else
+    be.run_recorded(ops);
+  if (n_logits > 0) be.to_host(logits.data(), a.logits, 0, logits.size());
 }
 
 }  // namespace ssd

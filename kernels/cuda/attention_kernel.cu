@@ -40,9 +40,12 @@ constexpr int kDimsPerThread = kMaxAttentionHeadDim / kThreads;
 static_assert(kSplit <= kThreads, "one thread writes each split entry's slot");
 static_assert(kMaxAttentionHeadDim % kThreads == 0, "whole dims per thread");
 
-// Splits the longest list needs (at least one, so the grid is never empty).
+// Splits for the longest list (at least one, so the grid is never empty); see kernels.cuh.
 int split_count(int longest_list) {
-  return std::max(1, (longest_list + kSplit - 1) / kSplit);
+  const int needed = std::max(1, (longest_list + kSplit - 1) / kSplit);
+  int splits = 1;
+  while (splits < needed) splits *= 2;
+  return splits;
 }
 
 __device__ __forceinline__ int list_length(const DeviceMask& mask, int row) {
@@ -181,6 +184,10 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 }  // namespace
+
+int attention_splits(int longest_list) {
+  return split_count(longest_list);
+}
 
 size_t attention_partial_floats(int rows, int heads, int head_dim, int longest_list) {
   const int splits = split_count(longest_list);

@@ -2,6 +2,7 @@
 // with fp32<->bf16 conversion, and CudaTimer. The op entry points are in cuda_backend_ops.cu,
 // the staging and scratch memory in cuda_backend_state.cu.
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -45,6 +46,8 @@ CudaBackend::CudaBackend(int device, int threads, CudaGemm gemm)
   cudaDeviceProp prop{};
   SSD_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   device_name_ = prop.name;
+  const char* graphs = std::getenv("SSD_CUDA_GRAPHS");
+  graphs_ = !(graphs && std::string(graphs) == "0");
   sm_count_ = std::max(1, prop.multiProcessorCount);
   try {
     SSD_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -63,6 +66,7 @@ CudaBackend::~CudaBackend() {
   // No throwing from here: errors (a dead context) only mean there is nothing left to free.
   if (cudaSetDevice(device_) == cudaSuccess && stream_) cudaStreamSynchronize(stream_);
   state_->release_all();
+  if (recorder_) recorder_->release_all();
   if (cublas_) cublasDestroy(handle(cublas_));
   if (stream_) cudaStreamDestroy(stream_);
   (void)cudaGetLastError();
@@ -179,9 +183,10 @@ void CudaBackend::copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t
   if (to == from) return;
   const size_t bytes = count * kElement;
   const bool overlap = to < from + count && from < to + count;
+  // cudaMemcpy* is undefined for overlapping ranges; those go through scratch (memmove).
+  void* tmp = overlap ? state_->copy_scratch(stream_, bytes) : nullptr;
+  if (!note_launch({kOpCopy, word(to), word(from), word(bytes), word(tmp)})) return;
   if (overlap) {
-    // cudaMemcpy* is undefined for overlapping ranges; go through scratch (memmove semantics).
-    void* tmp = state_->copy_scratch(stream_, bytes);
     SSD_CUDA_CHECK(cudaMemcpyAsync(tmp, from, bytes, cudaMemcpyDeviceToDevice, stream_));
     SSD_CUDA_CHECK(cudaMemcpyAsync(to, tmp, bytes, cudaMemcpyDeviceToDevice, stream_));
   } else {

@@ -27,12 +27,24 @@
 //     so their prefill results agree anyway. Calls with more than invariant_max_rows() rows that
 //     must be invariant (a verification of batch * (K+1) > 64 rows) need a larger threshold
 //     (set_invariant_max_rows) or CudaGemm::Invariant.
+//
+// Graphs (run_recorded, cuda_graphs.cu): a forward pass is hundreds of small launches, and a
+// decode step of a 1B model spent more time launching them than the GPU spent on them.
+// run_recorded first runs the ops in a collect pass that checks their arguments, copies their
+// host arguments into an input arena and notes every launch's arguments (the signature), but
+// launches nothing. A signature seen before is a CUDA graph already captured: one upload of the
+// arena and one graph launch replace the launches. A signature seen for the second time is
+// captured then (a shape seen once runs op by op). A replay is the same launches with the same
+// arguments, so its results are those of running the ops one by one, bit for bit.
+// SSD_CUDA_GRAPHS=0 in the environment (or set_graphs(false)) runs every op as it comes.
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -78,6 +90,16 @@ class CudaBackend final : public Backend {
   int invariant_max_rows() const { return invariant_max_rows_; }
   void set_invariant_max_rows(int rows);
 
+  // CUDA graphs for run_recorded (on unless SSD_CUDA_GRAPHS=0; see above).
+  bool graphs() const { return graphs_; }
+  void set_graphs(bool on);
+  // What run_recorded has done: graphs captured, replays of a captured graph, and calls run op
+  // by op (shapes seen once, calls with a cuBLAS GEMM, graphs off).
+  struct GraphStats {
+    int64_t captures = 0, replays = 0, op_by_op = 0;
+  };
+  GraphStats graph_stats() const { return graph_stats_; }
+
   Buffer alloc(size_t count) override;
   void release(Buffer& buffer) override;
   Buffer upload_weight(const float* host, size_t count) override;
@@ -88,6 +110,7 @@ class CudaBackend final : public Backend {
   void copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset,
             size_t count) override;
   void synchronize() override;
+  void run_recorded(const std::function<void()>& ops) override;
 
   void embed(Buffer& out, const Buffer& table, const int32_t* tokens, int rows, int dim) override;
   void rmsnorm(Buffer& out, const Buffer& x, const Buffer& weight, int rows, int dim,
@@ -114,10 +137,24 @@ class CudaBackend final : public Backend {
   void make_current() const;
 
  private:
-  struct State;  // staging memory, scratch buffers, fp32 shadows (cuda_backend_internal.cuh)
+  struct State;     // staging memory, scratch buffers, fp32 shadows (cuda_backend_internal.cuh)
+  struct Recorder;  // run_recorded's input arena, signature and graphs (cuda_graphs.cu)
+  // Eager: ops launch as they come. Collect: ops check, stage and note, but launch nothing.
+  // Capture: ops launch into a stream capture.
+  enum class Pass { Eager, Collect, Capture };
 
   void matmul_cublas(Buffer& out, const Buffer& x, const Buffer& w, int rows, int in, int out_dim);
   const int32_t* upload_mask(const AttentionMask& mask);
+  // A host argument's device copy: the staging ring when eager, the recorder's arena otherwise.
+  const void* stage_input(int kind, const void* src, size_t bytes);
+  // Every op calls this with its launch arguments just before launching: false in a collect
+  // pass (the op returns without launching), true otherwise.
+  bool note_launch(std::initializer_list<uint64_t> words);
+  // An op that cannot be recorded (a cuBLAS GEMM) calls this: false in a collect pass (the
+  // call will run op by op), true when eager.
+  bool recordable_launch();
+  void collect_pass(const std::function<void()>& ops);
+  void capture_graph(const std::function<void()>& ops);
 
   int device_ = 0;
   int threads_ = 1;
@@ -128,6 +165,10 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   void* cublas_ = nullptr;  // cublasHandle_t
   std::unique_ptr<State> state_;
+  bool graphs_ = true;
+  Pass pass_ = Pass::Eager;
+  GraphStats graph_stats_;
+  std::unique_ptr<Recorder> recorder_;
 };
 
 // Times work on a backend's stream with CUDA events: start() and stop() record events on

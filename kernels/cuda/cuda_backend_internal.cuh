@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <stdexcept>
 #include <string>
@@ -49,6 +50,37 @@ inline const bf16* data(const Buffer& b) {
 inline cublasHandle_t handle(void* h) {
   return static_cast<cublasHandle_t>(h);
 }
+
+// One word of a launch's signature (CudaBackend::note_launch): pointers by address, numbers by
+// value (floats by their bits).
+inline uint64_t word(const void* p) {
+  return uint64_t(reinterpret_cast<uintptr_t>(p));
+}
+inline uint64_t word(int v) {
+  return uint64_t(int64_t(v));
+}
+inline uint64_t word(size_t v) {
+  return uint64_t(v);
+}
+inline uint64_t word(float v) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+}
+
+// Which op a signature's launch belongs to.
+enum OpCode : uint64_t {
+  kOpEmbed = 1,
+  kOpRmsnorm,
+  kOpMatmul,
+  kOpRope,
+  kOpKvStore,
+  kOpAttention,
+  kOpSwiglu,
+  kOpAdd,
+  kOpCopy,
+  kOpStage,
+};
 
 }  // namespace cuda_backend_detail
 
@@ -102,6 +134,47 @@ struct CudaBackend::State {
  private:
   void grow(cudaStream_t stream, size_t bytes);
   void wait_for(size_t begin, size_t end);
+};
+
+// What run_recorded keeps between calls (cuda_graphs.cu).
+struct CudaBackend::Recorder {
+  struct Graph {
+    std::vector<uint64_t> signature;
+    cudaGraphExec_t exec = nullptr;
+    uint64_t last_used = 0;
+  };
+  // The last staged input of each kind in this pass: the same bytes again reuse its place.
+  struct LastInput {
+    size_t offset = 0, bytes = 0;
+    bool valid = false;
+  };
+
+  // The pass in progress: every launch's arguments, and whether all of its ops can be recorded.
+  std::vector<uint64_t> signature;
+  bool recordable = true;
+  // The input arena: the host arguments of one call, uploaded in one copy before a replay.
+  // `host` is pinned; `uploaded` marks when the last upload has read it.
+  char* host = nullptr;
+  size_t host_capacity = 0;
+  char* dev = nullptr;
+  size_t dev_capacity = 0;
+  size_t bytes = 0;
+  LastInput last[State::kKinds];
+  cudaEvent_t uploaded = nullptr;
+
+  std::unordered_map<uint64_t, std::vector<Graph>> graphs;  // by signature hash
+  size_t graph_count = 0;
+  uint64_t clock = 0;
+  std::unordered_map<uint64_t, int> seen;  // signature hash -> calls not yet captured
+
+  void begin_pass();
+  size_t place(int kind, const void* src, size_t bytes, bool write);
+  void reserve_host(size_t bytes);
+  void grow_dev(cudaStream_t stream, size_t bytes);
+  Graph* find(uint64_t key);
+  void add(cudaStream_t stream, uint64_t key, std::vector<uint64_t> signature,
+           cudaGraphExec_t exec);
+  void release_all() noexcept;
 };
 
 }  // namespace ssd

@@ -1,6 +1,7 @@
 // CudaBackend's ops: argument checks, staging of host-side arguments (tokens, positions,
 // masks) and the kernel launches (*_kernel(s).cu); the GEMM dispatch between the
-// batch-invariant kernel and cuBLAS.
+// batch-invariant kernel and cuBLAS. Each op notes its launch's arguments just before it
+// launches (note_launch), which is all a collect pass of run_recorded (cuda_graphs.cu) needs.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -36,7 +37,10 @@ void CudaBackend::embed(Buffer& out, const Buffer& table, const int32_t* tokens,
                               " outside the table");
   make_current();
   const auto* dev_tokens = static_cast<const int32_t*>(
-      state_->stage(stream_, State::kTokens, tokens, size_t(rows) * sizeof(int32_t)));
+      stage_input(State::kTokens, tokens, size_t(rows) * sizeof(int32_t)));
+  if (!note_launch(
+          {kOpEmbed, word(out.data), word(table.data), word(dev_tokens), word(rows), word(dim)}))
+    return;
   cuda_kernels::embed(data(out), data(table), dev_tokens, rows, dim, stream_);
 }
 
@@ -48,6 +52,9 @@ void CudaBackend::rmsnorm(Buffer& out, const Buffer& x, const Buffer& weight, in
   check_elements(out, size_t(rows) * size_t(dim), "CudaBackend::rmsnorm (out)");
   check_elements(weight, size_t(dim), "CudaBackend::rmsnorm (weight)");
   make_current();
+  if (!note_launch({kOpRmsnorm, word(out.data), word(x.data), word(weight.data), word(rows),
+                    word(dim), word(eps)}))
+    return;
   cuda_kernels::rmsnorm(data(out), data(x), data(weight), rows, dim, eps, stream_);
 }
 
@@ -68,11 +75,17 @@ void CudaBackend::matmul_with(CudaGemm kernel, Buffer& out, const Buffer& x, con
   if (kernel == CudaGemm::Auto)
     kernel = rows <= invariant_max_rows_ ? CudaGemm::Invariant : CudaGemm::Cublas;
   make_current();
-  if (kernel == CudaGemm::Invariant)
+  if (kernel == CudaGemm::Invariant) {
+    if (!note_launch({kOpMatmul, word(out.data), word(x.data), word(w.data), word(rows), word(in),
+                      word(out_dim)}))
+      return;
     cuda_kernels::matmul_invariant(data(out), data(x), data(w), rows, in, out_dim, sm_count_,
                                    stream_);
-  else
+  } else {
+    // cuBLAS may allocate or pick its algorithm at run time: never recorded (prefill only).
+    if (!recordable_launch()) return;
     matmul_cublas(out, x, w, rows, in, out_dim);
+  }
 }
 
 void CudaBackend::matmul_cublas(Buffer& out, const Buffer& x, const Buffer& w, int rows, int in,
@@ -95,18 +108,17 @@ void CudaBackend::rope(Buffer& x, const int32_t* positions, int rows, int heads,
   check_elements(x, size_t(rows) * size_t(heads) * size_t(head_dim), "CudaBackend::rope (x)");
   check_elements(inv_freq, size_t(half), "CudaBackend::rope (inv_freq)");
   make_current();
-  const float* freq = nullptr;
   auto shadow = state_->shadows.find(inv_freq.data);
-  if (shadow != state_->shadows.end()) {
-    freq = shadow->second;
-  } else {
-    // Not an uploaded weight: use its bf16 values.
-    float* tmp = state_->freq_scratch(stream_, size_t(half));
-    cuda_kernels::bf16_to_f32(tmp, data(inv_freq), size_t(half), stream_);
-    freq = tmp;
-  }
+  // Not an uploaded weight: its bf16 values, converted into scratch.
+  const bool converted = shadow == state_->shadows.end();
+  float* scratch = converted ? state_->freq_scratch(stream_, size_t(half)) : nullptr;
+  const float* freq = converted ? scratch : shadow->second;
   const auto* dev_positions = static_cast<const int32_t*>(
-      state_->stage(stream_, State::kPositions, positions, size_t(rows) * sizeof(int32_t)));
+      stage_input(State::kPositions, positions, size_t(rows) * sizeof(int32_t)));
+  if (!note_launch({kOpRope, word(x.data), word(dev_positions), word(freq), word(inv_freq.data),
+                    word(int(converted)), word(rows), word(heads), word(head_dim)}))
+    return;
+  if (converted) cuda_kernels::bf16_to_f32(scratch, data(inv_freq), size_t(half), stream_);
   cuda_kernels::rope(data(x), dev_positions, freq, rows, heads, head_dim, stream_);
 }
 
@@ -124,7 +136,7 @@ const int32_t* CudaBackend::upload_mask(const AttentionMask& mask) {
   std::copy(mask.extra_begin, mask.extra_begin + rows + 1, w.begin() + 3 * rows);
   if (extras > 0) std::copy(mask.extra_slots, mask.extra_slots + extras, w.begin() + 4 * rows + 1);
   return static_cast<const int32_t*>(
-      state_->stage(stream_, State::kMask, w.data(), w.size() * sizeof(int32_t)));
+      stage_input(State::kMask, w.data(), w.size() * sizeof(int32_t)));
 }
 
 void CudaBackend::kv_store(Buffer& k_cache, Buffer& v_cache, const KVLayout& layout,
@@ -150,8 +162,11 @@ void CudaBackend::kv_store(Buffer& k_cache, Buffer& v_cache, const KVLayout& lay
     w.assign(mask.seq, mask.seq + rows);
     w.insert(w.end(), mask.slot, mask.slot + rows);
     m = static_cast<const int32_t*>(
-        state_->stage(stream_, State::kSeqSlot, w.data(), w.size() * sizeof(int32_t)));
+        stage_input(State::kSeqSlot, w.data(), w.size() * sizeof(int32_t)));
   }
+  if (!note_launch({kOpKvStore, word(k_cache.data), word(v_cache.data), word(k.data), word(v.data),
+                    word(m), word(mask.rows), word(layout.capacity), word(kv_dim)}))
+    return;
   cuda_kernels::kv_store(data(k_cache), data(v_cache), data(k), data(v), m, m + rows, mask.rows,
                          layout.capacity, int(kv_dim), stream_);
 }
@@ -201,6 +216,11 @@ void CudaBackend::attention(Buffer& out, const Buffer& q, const Buffer& k_cache,
   const cuda_kernels::DeviceMask dm{m, m + rows, m + 2 * rows, m + 3 * rows, m + 4 * rows + 1};
   float* partials = state_->f32_scratch(
       stream_, cuda_kernels::attention_partial_floats(mask.rows, heads, layout.head_dim, longest));
+  if (!note_launch({kOpAttention, word(out.data), word(partials), word(q.data), word(k_cache.data),
+                    word(v_cache.data), word(m), word(mask.rows), word(heads),
+                    word(layout.kv_heads), word(layout.head_dim), word(layout.capacity),
+                    word(cuda_kernels::attention_splits(longest))}))
+    return;
   cuda_kernels::attention(data(out), partials, data(q), data(k_cache), data(v_cache), dm, mask.rows,
                           heads, layout.kv_heads, layout.head_dim, layout.capacity, longest,
                           stream_);
@@ -211,6 +231,8 @@ void CudaBackend::swiglu(Buffer& out, const Buffer& gate, const Buffer& up, size
   check_elements(gate, count, "CudaBackend::swiglu (gate)");
   check_elements(up, count, "CudaBackend::swiglu (up)");
   make_current();
+  if (!note_launch({kOpSwiglu, word(out.data), word(gate.data), word(up.data), word(count)}))
+    return;
   cuda_kernels::swiglu(data(out), data(gate), data(up), count, stream_);
 }
 
@@ -218,6 +240,7 @@ void CudaBackend::add(Buffer& x, const Buffer& y, size_t count) {
   check_elements(x, count, "CudaBackend::add (x)");
   check_elements(y, count, "CudaBackend::add (y)");
   make_current();
+  if (!note_launch({kOpAdd, word(x.data), word(y.data), word(count)})) return;
   cuda_kernels::add(data(x), data(y), count, stream_);
 }
 

@@ -76,6 +76,11 @@ struct DeviceMask {
 // sees (prefix first, then its extra slots, in that order). head_dim <= kMaxAttentionHeadDim.
 // Scratch the attention needs: fp32 partials for every (row, head, split of kSplit entries).
 size_t attention_partial_floats(int rows, int heads, int head_dim, int longest_list);
+// Splits of the key list a launch uses for its longest list: a power of two, so a recorded
+// decode step (CudaBackend::run_recorded) stays valid while the context grows. Splits past a
+// row's list return at once and the merge never reads them: the split count never changes a
+// result.
+int attention_splits(int longest_list);
 void attention(bf16* out, float* partials, const bf16* q, const bf16* k_cache, const bf16* v_cache,
                const DeviceMask& mask, int rows, int heads, int kv_heads, int head_dim,
                int capacity, int longest_list, cudaStream_t stream);

@@ -54,6 +54,14 @@ Doubles widen_sum(Floats v) {
   return __builtin_convertvector(low, Doubles) + __builtin_convertvector(high, Doubles);
 }
 
+Floats silu_mul_lanes(Floats g, Floats u) {
+  const Ints positive = g >= splat(0.0f);  // false for NaN, which exp_lanes turns into 0
+  const Floats e = exp_lanes(positive ? -g : g);
+  const Floats one = splat(1.0f);
+  const Floats sigmoid = positive ? one / (one + e) : e / (one + e);
+  return g * sigmoid * u;
+}
+
 double total(Doubles sum) {
   double out = 0.0;
   for (int l = 0; l < kLanes / 2; ++l) out += sum[l];
@@ -93,6 +101,25 @@ float max_ignoring_nan(const float* x, int n) {
   for (int l = 0; l < kLanes; ++l) out = best[l] > out ? best[l] : out;
   for (; i < n; ++i) out = x[i] > out ? x[i] : out;
   return out;
+}
+
+void silu_mul(const float* gate, const float* up, size_t n, float* out) {
+  size_t i = 0;
+  Floats g, u, o;
+  for (; i + kLanes <= n; i += kLanes) {
+    std::memcpy(&g, gate + i, sizeof g);
+    std::memcpy(&u, up + i, sizeof u);
+    o = silu_mul_lanes(g, u);
+    std::memcpy(out + i, &o, sizeof o);
+  }
+  if (i < n) {
+    g = splat(0.0f);
+    u = splat(0.0f);
+    std::memcpy(&g, gate + i, (n - i) * sizeof(float));
+    std::memcpy(&u, up + i, (n - i) * sizeof(float));
+    o = silu_mul_lanes(g, u);
+    std::memcpy(out + i, &o, (n - i) * sizeof(float));
+  }
 }
 
 double sum_in_double(const float* x, int n) {

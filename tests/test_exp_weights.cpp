@@ -80,6 +80,39 @@ TEST(SumInDouble, MatchesASequentialSum) {
   }
 }
 
+TEST(SiluMul, MatchesTheScalarFormulaInDouble) {
+  // Gates across [-100, 100] (both branches of the sigmoid, and exp's underflow below -87),
+  // every short tail length, and in place as forward() calls it (out == gate).
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> up_dist(-3.0f, 3.0f);
+  std::vector<float> gate, up;
+  for (int i = 0; i <= 4000; ++i) {
+    gate.push_back(-100.0f + 200.0f * float(i) / 4000.0f);
+    up.push_back(up_dist(rng));
+  }
+  for (size_t n : {size_t(1), size_t(15), size_t(16), size_t(17), size_t(33), gate.size()}) {
+    std::vector<float> out(n, kNaN), in_place(gate.begin(), gate.begin() + std::ptrdiff_t(n));
+    silu_mul(gate.data(), up.data(), n, out.data());
+    silu_mul(in_place.data(), up.data(), n, in_place.data());
+    for (size_t i = 0; i < n; ++i) {
+      const double g = gate[i];
+      const double exact = g / (1.0 + std::exp(-g)) * double(up[i]);
+      EXPECT_NEAR(out[i], exact, 5e-7 * std::fabs(exact) + 1e-30) << "gate " << g << ", n " << n;
+      EXPECT_EQ(in_place[i], out[i]) << "in place, gate " << g;
+    }
+  }
+  const std::vector<float> specials = {kNaN, kInf, 0.0f, -0.0f, 88.0f, -88.0f};
+  const std::vector<float> ones(specials.size(), 1.0f);
+  std::vector<float> out(specials.size());
+  silu_mul(specials.data(), ones.data(), specials.size(), out.data());
+  EXPECT_TRUE(std::isnan(out[0]));
+  EXPECT_EQ(out[1], kInf);
+  EXPECT_EQ(out[2], 0.0f);
+  EXPECT_EQ(out[3], 0.0f);
+  EXPECT_NEAR(out[4], 88.0f, 1e-5f);
+  EXPECT_LE(std::fabs(out[5]), 1e-30f);
+}
+
 TEST(Softmax, MatchesADoubleReference) {
   std::mt19937 rng(4);
   for (int vocab : {1, 2, 17, 1000, 32000}) {

@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/exp_weights.h"
+
 namespace ssd {
 namespace {
 
@@ -241,7 +243,7 @@ void CpuBackend::swiglu(Buffer& out, const Buffer& gate, const Buffer& up, size_
   const float* g = f(gate);
   const float* u = f(up);
   float* o = f(out);
-  for (size_t i = 0; i < count; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  silu_mul(g, u, count, o);
 }
 
 void CpuBackend::add(Buffer& x, const Buffer& y, size_t count) {

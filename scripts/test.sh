@@ -27,7 +27,7 @@ export ASAN_OPTIONS="detect_odr_violation=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # The statistical SD sweep (79 runs) and the pure-Python analysis tests run in the Release
 # pass only: under ASan they would add ~5 minutes and exercise no code the other MPI tests
-# (py_test_mpi_layout, py_test_ssd, mpi_test_*) do not. So do the Slurm tests (label slurm):
+# (py_test_mpi_layout, py_test_ssd*, mpi_test_*) do not. So do the Slurm tests (label slurm):
 # they test the job scripts and sweeps/run, not ssd-bench's code.
 ctest --test-dir build/sanitize --output-on-failure -j "$jobs" \
   -E "py_test_sd_lossless|py_test_analysis" -LE slurm

@@ -1,6 +1,7 @@
 // The CPU attention kernel (kernels/cpu/attention.cpp): softmax(q.k / sqrt(d)) V under the
 // mask's prefix and extra slots, grouped-query heads, against a double-precision reference;
-// and batch invariance: a row's output is bit for bit the same alone or beside other rows.
+// and batch invariance: a row's output is bit for bit the same alone or beside other rows, also
+// beside rows of its own sequence (a verification window, SSD branches).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,10 +37,21 @@ Case make_case(int head_dim) {
   const size_t cache = size_t(c.sequences) * c.capacity * c.kv_heads * head_dim;
   c.k = random_floats(cache, 1);
   c.v = random_floats(cache, 2);
-  // Causal rows of different lengths, a one-slot row, and branch rows (prefix + own path).
+  // Causal rows of different lengths, a one-slot row, and branch rows (prefix + own path);
+  // then rows of one sequence side by side: a verification window (prefixes 34-38) and
+  // branches over a committed prefix of 17.
   c.rows = {{0, 12, 13, {}},           {1, 0, 1, {}},         {2, 30, 31, {}},
-            {0, 35, 10, {10, 11, 35}}, {1, 38, 20, {20, 38}}, {2, 39, 0, {39}}};
+            {0, 35, 10, {10, 11, 35}}, {1, 38, 20, {20, 38}}, {2, 39, 0, {39}},
+            {0, 33, 34, {}},           {0, 34, 35, {}},       {0, 35, 36, {}},
+            {0, 36, 37, {}},           {0, 37, 38, {}},       {1, 30, 17, {30}},
+            {1, 31, 17, {30, 31}},     {1, 32, 20, {32}},     {1, 33, 17, {32, 33}}};
   return c;
+}
+
+std::vector<int> all_rows(const Case& c) {
+  std::vector<int> all;
+  for (size_t i = 0; i < c.rows.size(); ++i) all.push_back(int(i));
+  return all;
 }
 
 // Runs the kernel over `rows` of the case (indices into c.rows), q rows given.
@@ -88,7 +100,7 @@ class AttentionTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(AttentionTest, MatchesDoublePrecisionReference) {
   const Case c = make_case(GetParam());
-  const std::vector<int> all{0, 1, 2, 3, 4, 5};
+  const std::vector<int> all = all_rows(c);
   const size_t per_row = size_t(c.heads) * c.head_dim;
   const std::vector<float> q = random_floats(all.size() * per_row, 3);
   const std::vector<float> out = run(c, all, q, 1);
@@ -104,7 +116,7 @@ TEST_P(AttentionTest, MatchesDoublePrecisionReference) {
 
 TEST_P(AttentionTest, RowIsTheSameAloneOrBesideOthers) {
   const Case c = make_case(GetParam());
-  const std::vector<int> all{0, 1, 2, 3, 4, 5};
+  const std::vector<int> all = all_rows(c);
   const size_t per_row = size_t(c.heads) * c.head_dim;
   const std::vector<float> q = random_floats(all.size() * per_row, 4);
   for (int threads : {1, 2}) {

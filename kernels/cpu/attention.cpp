@@ -1,5 +1,6 @@
-// CpuBackend::attention: each (row, head) attends on its own, in a fixed order, so a row's
-// result never depends on which other rows share the call (the batch-invariance contract).
+// CpuBackend::attention: each (row, head) sums in a fixed order of its own, so a row's result
+// never depends on which other rows share the call (the batch-invariance contract); rows of one
+// sequence share the reads of the K/V rows they all see.
 //
 // The q.k dot products and the weighted sum of V run in the GEMM's vector lanes (simd.h): a
 // plain `dot += q[d] * k[d]` is one dependent chain of head_dim multiply-adds, which the compiler
@@ -29,77 +30,124 @@ float dot(const float* q, const float* k, int head_dim) {
   return simd::finish_dot(acc, q + whole, k + whole, head_dim - whole);
 }
 
-// Query heads [h0, h1) of one row over its visible slots: softmax(q.k * scale) weighted sum
-// of the V rows. Slot-major: each visible slot's K (then V) row is read once, contiguously, for
-// all the heads; head by head it strode kv_dim floats from slot to slot, a new page every slot
-// or two, which the prefetchers do not follow (AR at a context of 512: 6.7 GB/s from the KV
-// cache). Every head's sums are the same either way. `score`: (h1 - h0) * count floats.
-void attend(float* out, const float* q, const float* k_seq, const float* v_seq, size_t kv_dim,
-            const int32_t* visible, int count, int h0, int h1, int group, int head_dim, float scale,
-            float* score) {
-  const int n = h1 - h0;
-  // kSlotBlock slots at a time: their K rows stay in L1 across the heads, and each head's
-  // kSlotBlock dot products are reduced together (simd::reduce_vecs, reduce_vec's bits): one at
-  // a time, the reduction tree cost twice the dot's own multiply-adds.
-  constexpr int kSlotBlock = 16;
-  const int whole = head_dim - head_dim % kLanes, tail = head_dim - whole;
-  int i = 0;
-  for (; i + kSlotBlock <= count; i += kSlotBlock) {
+// One query row of an attention call: its q and output ([heads][head_dim]), the slots it sees
+// in order, and its scores ((h1 - h0) * count floats for the call's heads [h0, h1)).
+struct QueryRow {
+  float* out;
+  const float* q;
+  const int32_t* visible;
+  int count;
+  float* score;
+};
+
+// What the rows of one sequence share in one call: their K/V rows, the heads taken, the shape.
+struct HeadBlock {
+  const float* k_seq;
+  const float* v_seq;
+  size_t kv_dim;
+  int h0, h1, group, head_dim;
+  float scale;
+};
+
+// kSlotBlock slots at a time: their K (V) rows stay in L1 across the heads and the rows, and
+// each head's kSlotBlock dot products are reduced together (simd::reduce_vecs, reduce_vec's
+// bits): one at a time, the reduction tree cost twice the dot's own multiply-adds.
+constexpr int kSlotBlock = 16;
+
+// Scores of the row's list entries [from, to), every head of the block: q.k * scale. Each score
+// is its own dot product, summed the same way in the blocks and one by one (finish_dot =
+// reduce_vec + add_tail), so where the blocks start never changes a bit.
+void row_scores(const QueryRow& row, int from, int to, const HeadBlock& b) {
+  const int head_dim = b.head_dim, whole = head_dim - head_dim % kLanes;
+  const int tail = head_dim - whole;
+  int i = from;
+  for (; i + kSlotBlock <= to; i += kSlotBlock) {
     const float* k[kSlotBlock];
-    for (int t = 0; t < kSlotBlock; ++t) k[t] = k_seq + size_t(visible[i + t]) * kv_dim;
-    for (int h = h0; h < h1; ++h) {
-      const float* qh = q + size_t(h) * head_dim;
-      const size_t at = size_t(h / group) * head_dim;
+    for (int t = 0; t < kSlotBlock; ++t) k[t] = b.k_seq + size_t(row.visible[i + t]) * b.kv_dim;
+    // Consecutive slots (every block of a causal prefix) are one pointer stepping by kv_dim:
+    // sixteen pointers do not fit the general registers, and reloading them from the stack
+    // took a load beside every fma.
+    bool consecutive = true;
+    for (int t = 1; t < kSlotBlock; ++t) consecutive &= row.visible[i + t] == row.visible[i] + t;
+    for (int h = b.h0; h < b.h1; ++h) {
+      const float* qh = row.q + size_t(h) * head_dim;
+      const size_t at = size_t(h / b.group) * head_dim;
       vec acc[1][kSlotBlock];
 #pragma GCC unroll 16
       for (int t = 0; t < kSlotBlock; ++t) acc[0][t] = simd::zero_vec();
-      for (int d = 0; d < whole; d += kLanes) {
-        const vec qv = simd::load_vec(qh + d);
+      if (consecutive) {
+        for (int d = 0; d < whole; d += kLanes) {
+          const vec qv = simd::load_vec(qh + d);
+          const float* kt = k[0] + at + d;
 #pragma GCC unroll 16
-        for (int t = 0; t < kSlotBlock; ++t)
-          acc[0][t] = simd::fma_vec(qv, simd::load_vec(k[t] + at + d), acc[0][t]);
+          for (int t = 0; t < kSlotBlock; ++t, kt += b.kv_dim)
+            acc[0][t] = simd::fma_vec(qv, simd::load_vec(kt), acc[0][t]);
+        }
+      } else {
+        for (int d = 0; d < whole; d += kLanes) {
+          const vec qv = simd::load_vec(qh + d);
+#pragma GCC unroll 16
+          for (int t = 0; t < kSlotBlock; ++t)
+            acc[0][t] = simd::fma_vec(qv, simd::load_vec(k[t] + at + d), acc[0][t]);
+        }
       }
       float dots[1][kSlotBlock];
       simd::reduce_vecs(acc, dots);
-      float* out_scores = score + size_t(h - h0) * count + i;
-      for (int t = 0; t < kSlotBlock; ++t)
-        out_scores[t] = simd::add_tail(dots[0][t], qh + whole, k[t] + at + whole, tail) * scale;
+      float* out_scores = row.score + size_t(h - b.h0) * row.count + i;
+      if (tail == 0) {
+        for (int t = 0; t < kSlotBlock; ++t) out_scores[t] = dots[0][t] * b.scale;
+      } else {
+        for (int t = 0; t < kSlotBlock; ++t)
+          out_scores[t] = simd::add_tail(dots[0][t], qh + whole, k[t] + at + whole, tail) * b.scale;
+      }
     }
   }
-  for (; i < count; ++i) {
-    const float* k = k_seq + size_t(visible[i]) * kv_dim;
-    for (int h = h0; h < h1; ++h)
-      score[size_t(h - h0) * count + i] =
-          dot(q + size_t(h) * head_dim, k + size_t(h / group) * head_dim, head_dim) * scale;
+  for (; i < to; ++i) {
+    const float* k = b.k_seq + size_t(row.visible[i]) * b.kv_dim;
+    for (int h = b.h0; h < b.h1; ++h)
+      row.score[size_t(h - b.h0) * row.count + i] =
+          dot(row.q + size_t(h) * head_dim, k + size_t(h / b.group) * head_dim, head_dim) * b.scale;
   }
-  // Softmax in place: score becomes each slot's probability, exp(s - top) / total, the
-  // exponentials 16 lanes at a time and their total in double (kernels/exp_weights.h): exp one
-  // call at a time, chained through the running total, was 40% of a 5-row verification's
-  // attention.
-  for (int j = 0; j < n; ++j) {
-    float* row = score + size_t(j) * count;
-    const float top = max_ignoring_nan(row, count);
-    const float total = float(exp_weights(row, count, top, 1.0f, row));
-    for (int i = 0; i < count; ++i) row[i] = row[i] / total;
+}
+
+// Softmax in place: score becomes each slot's probability, exp(s - top) / total, the
+// exponentials 16 lanes at a time and their total in double (kernels/exp_weights.h): exp one
+// call at a time, chained through the running total, was 40% of a 5-row verification's
+// attention.
+void row_softmax(const QueryRow& row, const HeadBlock& b) {
+  for (int j = 0; j < b.h1 - b.h0; ++j) {
+    float* scores = row.score + size_t(j) * row.count;
+    const float top = max_ignoring_nan(scores, row.count);
+    const float total = float(exp_weights(scores, row.count, top, 1.0f, scores));
+    for (int i = 0; i < row.count; ++i) scores[i] = scores[i] / total;
   }
-  // out = sum_i p_i v_i in visible order: each of head_dim sums is its own chain of fmas. A head's
-  // output stays in registers across a block of kSlotBlock slots (their V rows in L1), where it
-  // was loaded and stored every 4 slots: one layer at context 224, 3 interleaved runs, 5 rows
-  // 77-79 -> 67-71 us, one row 16.0-16.6 -> 13.9-14.4 us.
-  std::fill(out + size_t(h0) * head_dim, out + size_t(h1) * head_dim, 0.0f);
-  i = 0;
-  for (; i + kSlotBlock <= count; i += kSlotBlock) {
+}
+
+// out += sum_i p_i v_i over the row's list entries [from, to), in list order: each of head_dim
+// sums is its own chain of fmas (vector lanes and std::fma round alike), so the blocks' starts
+// never change a bit. A head's output stays in registers across a block of kSlotBlock slots
+// (their V rows in L1), where it was loaded and stored every 4 slots: one layer at context
+// 224, 3 interleaved runs, 5 rows 77-79 -> 67-71 us, one row 16.0-16.6 -> 13.9-14.4 us.
+void row_values(const QueryRow& row, int from, int to, const HeadBlock& b) {
+  const int head_dim = b.head_dim, whole = head_dim - head_dim % kLanes;
+  int i = from;
+  for (; i + kSlotBlock <= to; i += kSlotBlock) {
     const float* v[kSlotBlock];
-    for (int t = 0; t < kSlotBlock; ++t) v[t] = v_seq + size_t(visible[i + t]) * kv_dim;
-    for (int h = h0; h < h1; ++h) {
-      const float* p = score + size_t(h - h0) * count + i;
-      const size_t at = size_t(h / group) * head_dim;
-      float* o = out + size_t(h) * head_dim;
+    for (int t = 0; t < kSlotBlock; ++t) v[t] = b.v_seq + size_t(row.visible[i + t]) * b.kv_dim;
+    for (int h = b.h0; h < b.h1; ++h) {
+      const float* p = row.score + size_t(h - b.h0) * row.count + i;
+      const size_t at = size_t(h / b.group) * head_dim;
+      float* o = row.out + size_t(h) * head_dim;
+      // The block's weights broadcast once for all of head_dim (each was loaded again for
+      // every vector of it: two loads per fma, which bound this loop).
+      vec weight[kSlotBlock];
+#pragma GCC unroll 16
+      for (int t = 0; t < kSlotBlock; ++t) weight[t] = simd::broadcast_vec(p[t]);
       for (int d = 0; d < whole; d += kLanes) {
         vec acc = simd::load_vec(o + d);
 #pragma GCC unroll 16
         for (int t = 0; t < kSlotBlock; ++t)
-          acc = simd::fma_vec(simd::broadcast_vec(p[t]), simd::load_vec(v[t] + at + d), acc);
+          acc = simd::fma_vec(weight[t], simd::load_vec(v[t] + at + d), acc);
         simd::store_vec(o + d, acc);
       }
       for (int d = whole; d < head_dim; ++d) {
@@ -109,15 +157,38 @@ void attend(float* out, const float* q, const float* k_seq, const float* v_seq, 
       }
     }
   }
-  for (; i < count; ++i) {
-    const float* v = v_seq + size_t(visible[i]) * kv_dim;
-    for (int h = h0; h < h1; ++h) {
-      const float p = score[size_t(h - h0) * count + i];
-      const float* vh = v + size_t(h / group) * head_dim;
-      float* o = out + size_t(h) * head_dim;
+  for (; i < to; ++i) {
+    const float* v = b.v_seq + size_t(row.visible[i]) * b.kv_dim;
+    for (int h = b.h0; h < b.h1; ++h) {
+      const float p = row.score[size_t(h - b.h0) * row.count + i];
+      const float* vh = v + size_t(h / b.group) * head_dim;
+      float* o = row.out + size_t(h) * head_dim;
       for (int d = 0; d < head_dim; ++d) o[d] = std::fma(p, vh[d], o[d]);
     }
   }
+}
+
+// Query heads [h0, h1) of n rows of one sequence whose lists all begin with the same `common`
+// slots (a verification window, or SSD branches over one committed prefix): softmax(q.k *
+// scale) weighted sum of the V rows. The shared slots go block by block with every row inside
+// the block, so each K and V row comes from memory once for all the rows: row by row, a
+// 5-row step at a context of 512 re-read 3 MB of K/V per layer per row from L3. Slot-major
+// within a row: each visible slot's K (then V) row is read once, contiguously, for all the
+// heads (head by head it strode kv_dim floats from slot to slot, which the prefetchers do not
+// follow). A row's sums are the same whatever the grouping.
+void attend(const QueryRow* rows, int n, int common, const HeadBlock& b) {
+  const int shared = common - common % kSlotBlock;
+  for (int i = 0; i < shared; i += kSlotBlock)
+    for (int r = 0; r < n; ++r) row_scores(rows[r], i, i + kSlotBlock, b);
+  for (int r = 0; r < n; ++r) {
+    row_scores(rows[r], shared, rows[r].count, b);
+    row_softmax(rows[r], b);
+    std::fill(rows[r].out + size_t(b.h0) * b.head_dim, rows[r].out + size_t(b.h1) * b.head_dim,
+              0.0f);
+  }
+  for (int i = 0; i < shared; i += kSlotBlock)
+    for (int r = 0; r < n; ++r) row_values(rows[r], i, i + kSlotBlock, b);
+  for (int r = 0; r < n; ++r) row_values(rows[r], shared, rows[r].count, b);
 }
 
 }  // namespace
@@ -138,25 +209,45 @@ void attention_cpu(float* out, const float* q, const float* k_cache, const float
       visible.push_back(mask.extra_slots[e]);
     begin[size_t(r) + 1] = visible.size();
   }
-  // Rows split into blocks of heads only as far as the threads need work: one block per row
-  // with one thread, so each K/V row is read once per query row.
-  const int blocks = std::min(heads, std::max(1, (threads + mask.rows - 1) / mask.rows));
+  // Consecutive rows of one sequence attend together; their lists share the slots before the
+  // smallest prefix.
+  std::vector<int> group_begin{0};
+  for (int r = 1; r <= mask.rows; ++r)
+    if (r == mask.rows || mask.seq[r] != mask.seq[r - 1]) group_begin.push_back(r);
+  const int groups = int(group_begin.size()) - 1;
+  // Groups split into blocks of heads only as far as the threads need work: one block per
+  // group with one thread, so each K/V row is read once per group.
+  const int blocks = std::min(heads, std::max(1, (threads + groups - 1) / groups));
   const int per_block = (heads + blocks - 1) / blocks;
-  const int work = mask.rows * blocks;
+  const int work = groups * blocks;
 #pragma omp parallel num_threads(threads) if (work > 1 && threads > 1)
   {
     std::vector<float> score;
+    std::vector<QueryRow> rows;
 #pragma omp for schedule(static)
     for (int item = 0; item < work; ++item) {
-      const int r = item / blocks, h0 = (item % blocks) * per_block;
+      const int g = item / blocks, h0 = (item % blocks) * per_block;
       const int h1 = std::min(heads, h0 + per_block);
       if (h0 >= h1) continue;
-      const int count = int(begin[size_t(r) + 1] - begin[size_t(r)]);
-      score.resize(size_t(h1 - h0) * count);
-      const size_t seq_base = size_t(mask.seq[r]) * layout.capacity * kv_dim;
-      const size_t row = size_t(r) * heads * hd;
-      attend(out + row, q + row, k_cache + seq_base, v_cache + seq_base, kv_dim,
-             visible.data() + begin[size_t(r)], count, h0, h1, group, hd, scale, score.data());
+      const int r0 = group_begin[size_t(g)], r1 = group_begin[size_t(g) + 1];
+      size_t floats = 0;
+      int common = mask.prefix[r0];
+      for (int r = r0; r < r1; ++r) {
+        floats += size_t(h1 - h0) * (begin[size_t(r) + 1] - begin[size_t(r)]);
+        common = std::min(common, mask.prefix[r]);
+      }
+      score.resize(floats);
+      rows.clear();
+      float* next_score = score.data();
+      for (int r = r0; r < r1; ++r) {
+        const int count = int(begin[size_t(r) + 1] - begin[size_t(r)]);
+        const size_t at = size_t(r) * heads * hd;
+        rows.push_back({out + at, q + at, visible.data() + begin[size_t(r)], count, next_score});
+        next_score += size_t(h1 - h0) * count;
+      }
+      const size_t seq_base = size_t(mask.seq[r0]) * layout.capacity * kv_dim;
+      const HeadBlock b{k_cache + seq_base, v_cache + seq_base, kv_dim, h0, h1, group, hd, scale};
+      attend(rows.data(), r1 - r0, common, b);
     }
   }
 }

@@ -9,13 +9,16 @@ import tempfile
 import unittest
 
 
-def main(module):
-    """Parses --ssd-bench, --work and --mpiexec into module.ARGS and runs its unittests."""
+def main(module, setup=None):
+    """Parses --ssd-bench, --work and --mpiexec into module.ARGS, calls setup(ARGS) if given
+    (helper modules that keep their own ARGS), and runs the module's unittests."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--ssd-bench", required=True)
     parser.add_argument("--work", required=True)
     parser.add_argument("--mpiexec", default=shutil.which("mpiexec") or "mpiexec")
     module.ARGS, rest = parser.parse_known_args()
+    if setup:
+        setup(module.ARGS)
     unittest.main(module=module, argv=[sys.argv[0], *rest], verbosity=2)
 
 

@@ -9,7 +9,6 @@
    (and of later ones, which come from cache hits and fallbacks) matches AR's, by a chi-square
    homogeneity test over many sequences of one prompt; the test tells temperature 1 from 0.7.
 Synthetic outcomes, the records' own test and bad flags: py_test_ssd_outcomes.py."""
-import argparse
 import os
 import shutil
 import sys
@@ -18,6 +17,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpi_run  # noqa: E402
 import ssd_runs  # noqa: E402
 from ssd_runs import (BACKUP, CACHE_HIT, COMMON, GREEDY, PRIMARY, TARGET,  # noqa: E402
                       check_ssd_records, read_rounds, run_all)
@@ -231,11 +231,4 @@ class SampledLossless(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ssd-bench", required=True)
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--mpiexec", default=shutil.which("mpiexec") or "mpiexec")
-    ARGS, rest = parser.parse_known_args()
-    ssd_runs.ARGS = ARGS
-    os.makedirs(ARGS.work, exist_ok=True)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    mpi_run.main(sys.modules[__name__], setup=ssd_runs.configure)

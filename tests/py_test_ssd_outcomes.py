@@ -9,7 +9,6 @@
    algorithm (sources, fallbacks, fan-out budgets).
 3. Bad SSD flags get one "ssd-bench: error:" line naming the flag, and exit status 2.
 Lossless decoding: py_test_ssd.py."""
-import argparse
 import math
 import os
 import shutil
@@ -20,6 +19,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpi_run  # noqa: E402
 import ssd_runs  # noqa: E402
 from ssd_runs import (BACKUP, COMMON, TARGET, check_ssd_records, launch,  # noqa: E402
                       read_rounds, run_all)
@@ -235,11 +235,4 @@ class Errors(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ssd-bench", required=True)
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--mpiexec", default=shutil.which("mpiexec") or "mpiexec")
-    ARGS, rest = parser.parse_known_args()
-    ssd_runs.ARGS = ARGS
-    os.makedirs(ARGS.work, exist_ok=True)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    mpi_run.main(sys.modules[__name__], setup=ssd_runs.configure)

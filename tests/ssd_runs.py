@@ -1,7 +1,7 @@
 """What the SSD end-to-end tests share (py_test_ssd.py: lossless decoding;
 py_test_ssd_outcomes.py: synthetic outcomes, records and flag errors): ssd-bench launches under
-mpiexec, result-file reading and the records checks every SSD result file must pass. The test
-script sets ARGS (--ssd-bench, --work, --mpiexec) before its tests run."""
+mpiexec, result-file reading and the records checks every SSD result file must pass. A test
+script runs through mpi_run.main(module, setup=ssd_runs.configure), which sets ARGS here."""
 import concurrent.futures
 import math
 import os
@@ -20,6 +20,13 @@ GREEDY = ["--target", TARGET, "--seed", "3", "--num-prompts", "3", "--prompt-len
 WORKERS = 2
 # SpeculationSource (comm/messages.h) as written to /rounds/source.
 INITIAL, CACHE_HIT, PRIMARY, BACKUP = 0, 1, 2, 3
+
+
+def configure(args):
+    """The test script's --ssd-bench, --work and --mpiexec, for the helpers below."""
+    global ARGS
+    ARGS = args
+    os.makedirs(ARGS.work, exist_ok=True)
 
 
 def launch(np_, flags, timeout=240, quiet=False):

@@ -14,6 +14,7 @@
 #include "model/model.h"
 #include "model/weights.h"
 #include "tests/cuda_test_support.h"
+#include "tests/test_support.h"
 
 namespace ssd {
 namespace {
@@ -37,22 +38,7 @@ struct Engine {
   ~Engine() { release_model(model); }
 };
 
-struct Cache {
-  Engine& e;
-  KVCache kv;
-  Activations acts;
-  Cache(Engine& engine, int sequences, int capacity)
-      : e(engine), kv(create_kv_cache(engine.model, sequences, capacity)) {}
-  ~Cache() {
-    release_activations(acts, *e.backend);
-    release_kv_cache(kv, *e.backend);
-  }
-  std::vector<float> run(const ForwardBatch& batch) {
-    std::vector<float> logits;
-    forward(e.model, kv, batch, acts, logits);
-    return logits;
-  }
-};
+using Cache = test::ForwardSession;  // one KV cache and its activations
 
 // The same script of forward passes on both engines, every pass's logits compared.
 struct Pair {
@@ -61,8 +47,8 @@ struct Pair {
   Pair(const std::string& preset, int sequences, int capacity)
       : graphs(preset, true),
         op_by_op(preset, false),
-        g(graphs, sequences, capacity),
-        o(op_by_op, sequences, capacity) {}
+        g(graphs.model, sequences, capacity),
+        o(op_by_op.model, sequences, capacity) {}
   void run(const ForwardBatch& batch, const std::string& what) {
     expect_bitwise_equal(g.run(batch), o.run(batch), what);
   }
@@ -100,7 +86,7 @@ TEST(CudaGraphs, DecodeStepsEqualOpByOp) {
 TEST(CudaGraphs, VerifyAndBranchBatchesEqualOpByOp) {
   if (!no_gpu_reason().empty()) GTEST_SKIP() << "no GPU visible: " << no_gpu_reason();
   Pair p("tiny-llama", 3, 96);
-  Cache g2(p.graphs, 2, 64), o2(p.op_by_op, 2, 64);
+  Cache g2(p.graphs.model, 2, 64), o2(p.op_by_op.model, 2, 64);
   int length[3] = {0, 0, 0};
   ForwardBatch prompt;
   for (int s = 0; s < 3; ++s) {
@@ -148,7 +134,7 @@ TEST(CudaGraphs, VerifyAndBranchBatchesEqualOpByOp) {
 TEST(CudaGraphs, PrefillAndFirstSightingRunOpByOp) {
   if (!no_gpu_reason().empty()) GTEST_SKIP() << "no GPU visible: " << no_gpu_reason();
   Engine e("tiny-llama", true);
-  Cache c(e, 1, 256);
+  Cache c(e.model, 1, 256);
   ForwardBatch prefill;
   std::vector<int32_t> tokens;
   for (int i = 0; i < 80; ++i) tokens.push_back(int32_t(i % 250));

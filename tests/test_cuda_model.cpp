@@ -34,6 +34,7 @@
 #endif
 
 #include "tests/cuda_test_support.h"
+#include "tests/test_support.h"
 
 namespace ssd {
 namespace {
@@ -58,28 +59,10 @@ std::unique_ptr<Backend> cuda(CudaGemm gemm = CudaGemm::Auto) {
   return std::make_unique<CudaBackend>(0, 1, gemm);
 }
 
-struct Session {
-  Loaded& m;
-  KVCache cache;
-  Activations acts;
+// One KV cache and its activations (tests/test_support.h) over a Loaded model.
+struct Session : test::ForwardSession {
   Session(Loaded& loaded, int sequences, int capacity)
-      : m(loaded), cache(create_kv_cache(loaded.model, sequences, capacity)) {}
-  ~Session() {
-    release_activations(acts, *m.backend);
-    release_kv_cache(cache, *m.backend);
-  }
-  std::vector<float> run(const ForwardBatch& batch) {
-    std::vector<float> logits;
-    forward(m.model, cache, batch, acts, logits);
-    return logits;
-  }
-  std::vector<float> append(int s, const Tokens& tokens) {
-    ForwardBatch b;
-    b.add_causal(s, cache.length[s], tokens, Logits::Last);
-    std::vector<float> logits = run(b);
-    cache.length[s] += int(tokens.size());
-    return logits;
-  }
+      : ForwardSession(loaded.model, sequences, capacity) {}
 };
 
 std::vector<float> row_of(const std::vector<float>& logits, int row, int vocab) {

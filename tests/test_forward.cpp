@@ -17,6 +17,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "model/weights.h"
+#include "tests/test_support.h"
 #if defined(SSD_HAVE_CUDA)
 #include "kernels/cuda/cuda_backend.h"
 #include "tests/cuda_test_support.h"
@@ -42,30 +43,10 @@ struct Loaded {
   int vocab() const { return model.config.vocab_size; }
 };
 
-// One KV cache and its activations.
-struct Session {
-  Loaded& m;
-  KVCache cache;
-  Activations acts;
+// One KV cache and its activations (tests/test_support.h) over a Loaded model.
+struct Session : test::ForwardSession {
   Session(Loaded& loaded, int sequences, int capacity)
-      : m(loaded), cache(create_kv_cache(loaded.model, sequences, capacity)) {}
-  ~Session() {
-    release_activations(acts, *m.backend);
-    release_kv_cache(cache, *m.backend);
-  }
-  std::vector<float> run(const ForwardBatch& batch) {
-    std::vector<float> logits;
-    forward(m.model, cache, batch, acts, logits);
-    return logits;
-  }
-  // Appends tokens to sequence s causally, commits them and returns the last token's logits.
-  std::vector<float> append(int s, const Tokens& tokens) {
-    ForwardBatch b;
-    b.add_causal(s, cache.length[s], tokens, Logits::Last);
-    std::vector<float> logits = run(b);
-    cache.length[s] += int(tokens.size());
-    return logits;
-  }
+      : ForwardSession(loaded.model, sequences, capacity) {}
 };
 
 // Row `row` of `logits` ([rows][vocab]) as its own vector.

@@ -57,8 +57,16 @@ if [[ " $steps " == *" sanitize "* ]]; then
   step memcheck_graphs 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$build/tests/test_cuda_graphs" --gtest_brief=1 \
     --gtest_filter='CudaGraphs.Verify*:CudaGraphs.Prefill*'
-  step memcheck_branches 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
-    "$build/tests/test_forward" --gtest_brief=1 --gtest_filter='Backends/ForwardBranches.Llama*/cuda'
+  # One process per case: with two of these cases in one process, compute-sanitizer (CUDA 13.0,
+  # driver 580) sometimes crashes inside its own cudaGraphLaunch hook in the second case's
+  # backend (a host SIGSEGV at 0x1a8 under libsanitizer-public.so, 0 errors reported before it;
+  # order-dependent, gone with SSD_CUDA_GRAPHS=0, never seen without the sanitizer). Each case
+  # alone runs clean; docs/gpu-notes.md has the runs.
+  for case in LlamaOneCall LlamaStepwise Qwen3OneCall Qwen3Stepwise; do
+    step "memcheck_branches_$case" 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
+      "$build/tests/test_forward" --gtest_brief=1 \
+      --gtest_filter="Backends/ForwardBranches.${case}EqualsSeparateBranches/cuda"
+  done
 fi
 
 

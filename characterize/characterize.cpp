@@ -123,7 +123,10 @@ RankResults measure_rank(const CharacterizeConfig& c, Launch& launch, Characteri
   });
   // The host's own read loop, alone on the node's memory (the other ranks wait).
   run_collectively(MPI_COMM_WORLD, [&] {
-    if (layout.is_run_leader()) report.host_read = measure_host_read(c.memory_bytes, c.threads);
+    if (layout.is_run_leader()) {
+      report.host_read = measure_host_read(c.memory_bytes, c.threads);
+      report.host_fma = measure_host_fma(c.threads);
+    }
   });
   run_collectively(MPI_COMM_WORLD, [&] {
     auto add = [&](const char* model, const std::vector<LinearShape>& shapes,
@@ -222,6 +225,17 @@ void conclude(CharacterizeReport& report, const Backend& backend,
   // The AR step as an AR run takes it: alone on its memory.
   if (const ForwardResult* ar = find_forward(forwards, "target", "ar", false))
     report.decode_ms = ar->seconds * 1e3;
+  // A verification reads the same weights once for all its rows and multiplies each row by each
+  // of them (2 FLOPs per parameter per row, at fp32 FMA speed however the weights are stored).
+  const ForwardResult* verify = find_forward(forwards, "target", "verify", false);
+  if (host && report.host_fma && verify) {
+    report.verify_rows = verify->rows;
+    const double params = report.decode_bytes / double(dtype_size(report.target_dtype));
+    const double read_ms = 1e3 * report.decode_bytes / (report.bound_gbps * 1e9);
+    const double fma_ms = 1e3 * 2.0 * verify->rows * params / (report.host_fma->gflops * 1e9);
+    report.verify_bound_ms = std::max(read_ms, fma_ms);
+    report.verify_ms = verify->seconds * 1e3;
+  }
 }
 
 }  // namespace

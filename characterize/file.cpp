@@ -72,6 +72,16 @@ void write_headline(ResultFile& f, const CharacterizeReport& r) {
     f.set_attr("/", "bandwidth_1thread_gbps", r.host_read->one_thread_gbps);
     f.set_attr("/", "bandwidth_streams_per_thread", r.host_read->streams);
   }
+  if (r.host_fma) {
+    f.set_attr("/", "host_fma_gflops", r.host_fma->gflops);
+    f.set_attr("/", "host_fma_1thread_gflops", r.host_fma->one_thread_gflops);
+    f.set_attr("/", "host_fma_lanes", r.host_fma->lanes);
+  }
+  if (r.verify_bound_ms > 0) {
+    f.set_attr("/", "verify_rows", r.verify_rows);
+    f.set_attr("/", "verify_bound_ms", r.verify_bound_ms);
+    f.set_attr("/", "verify_ms", r.verify_ms);
+  }
   f.set_attr("/", "decode_bytes_per_token", r.decode_bytes);
   f.set_attr("/", "target_weight_dtype", dtype_name(r.target_dtype));
   f.set_attr("/", "ar_bound_gbps", r.bound_gbps);

@@ -64,6 +64,12 @@ struct HostReadResult {  // the CPU read loop (rank 0 only; the host, whatever t
   int streams = 0, one_thread_streams = 0;  // concurrent streams per thread of the best pass
 };
 
+struct HostFmaResult {  // the CPU's fp32 FMA peak (rank 0 only; the host, whatever the backend)
+  int threads = 0;
+  int lanes = 0;  // fp32 lanes per vector instruction in this build
+  double gflops = 0.0, one_thread_gflops = 0.0;
+};
+
 struct GemmResult {  // one Backend::matmul shape at one row count
   int rank = 0;
   std::string model;    // target | draft
@@ -115,6 +121,7 @@ std::vector<RankResults> gather_results(const RankResults& mine);
 
 MemoryResult measure_copy_bandwidth(Backend& backend, int64_t bytes, double min_time);
 HostReadResult measure_host_read(int64_t bytes, int threads);
+HostFmaResult measure_host_fma(int threads);  // compute_peak.cpp
 
 struct LinearShape {
   std::string name;
@@ -222,6 +229,7 @@ struct CharacterizeReport {
   std::vector<CharacterizeModel> models;
   std::vector<RankResults> ranks;
   std::optional<HostReadResult> host_read;
+  std::optional<HostFmaResult> host_fma;
   VerificationWindow window;
   // The AR decode bound of rank 0's target shard: linear-layer weight bytes per step (at the
   // target's weight dtype) over the bandwidth a decode step can use (bound_gbps: the host's
@@ -229,6 +237,10 @@ struct CharacterizeReport {
   // GPU), and the measured AR step against it.
   double decode_bytes = 0.0, ar_bound_tok_s = 0.0, decode_ms = 0.0, bound_gbps = 0.0;
   std::string bound_source;  // which bandwidth bound_gbps is
+  // The verification's bound (host weights only): batch x (K+1) rows take at least the AR
+  // bound's weight reading and at least 2 x rows x parameters FLOPs at the host's FMA peak;
+  // verify_ms is the measured verification (timed alone).
+  double verify_rows = 0.0, verify_bound_ms = 0.0, verify_ms = 0.0;
   DType target_dtype = DType::F32;
 };
 

@@ -70,8 +70,9 @@ class Characterize(unittest.TestCase):
         self.assertEqual(f.attrs["complete"], 1)
         self.assertEqual(sorted(int(r) for r in f["ranks"]), list(range(ranks)))
         for a in ("bandwidth_gbps", "ar_bound_tok_s", "decode_bytes_per_token",
-                  "host_read_gbps", "gemm_step_ms"):
+                  "host_read_gbps", "host_fma_gflops", "host_fma_1thread_gflops", "gemm_step_ms"):
             self.assertGreater(float(f.attrs[a]), 0, a)
+        self.assertIn(int(f.attrs["host_fma_lanes"]), (4, 8, 16))
 
         m = f["memory"]
         self.assertEqual(list(m["rank"][...]), list(range(ranks)))
@@ -154,6 +155,15 @@ class Characterize(unittest.TestCase):
             for model in ("target", "draft"):
                 self.assertEqual(sorted(r for r, _ in sets[(model, "rows")]), curve)
         self.assertAlmostEqual(f.attrs["decode_ms_per_step"], 1e3 * alone[("target", "ar")][0][1])
+        # The verification's bound: the AR bound's weight reading or its FLOPs at the FMA peak.
+        a = f.attrs
+        self.assertEqual(a["verify_rows"], b * (K + 1))
+        self.assertAlmostEqual(a["verify_ms"], 1e3 * alone[("target", "verify")][0][1])
+        element = {"F32": 4, "BF16": 2, "F16": 2}[a["target_weight_dtype"]]
+        read_ms = 1e3 * a["decode_bytes_per_token"] / (a["ar_bound_gbps"] * 1e9)
+        fma_ms = 1e3 * 2 * b * (K + 1) * a["decode_bytes_per_token"] / element / (
+            a["host_fma_gflops"] * 1e9)
+        self.assertAlmostEqual(a["verify_bound_ms"] / max(read_ms, fma_ms), 1.0, places=9)
         self.check_window(f, beside if draft_rank else alone, alone, K, b)
 
     def check_window(self, f, by_kind, alone, K, b):
@@ -268,6 +278,7 @@ class Characterize(unittest.TestCase):
             self.assertNotIn("forward", f)
             self.assertNotIn("window", f)
             self.assertNotIn("decode_ms_per_step", f.attrs)
+            self.assertNotIn("verify_bound_ms", f.attrs)
 
     def expect_error(self, np_, flags, needle):
         proc = characterize(np_, *flags)

@@ -7,64 +7,19 @@
 // judging.
 #include <omp.h>
 
-#if defined(__AVX512F__) || defined(__AVX2__) && defined(__FMA__)
-#include <immintrin.h>
-#endif
-
 #include <algorithm>
 
 #include "characterize/parts.h"
+#include "kernels/cpu/simd.h"
 
 namespace ssd {
 namespace {
 
-#if defined(__AVX512F__)
-constexpr int kLanes = 16;
-typedef __m512 Vec;
-inline Vec splat(float v) {
-  return _mm512_set1_ps(v);
-}
-inline Vec fma(Vec a, Vec b, Vec c) {
-  return _mm512_fmadd_ps(a, b, c);
-}
-inline float lane_sum(Vec v) {
-  alignas(64) float l[16];
-  _mm512_store_ps(l, v);
-  float sum = 0.0f;
-  for (float x : l) sum += x;
-  return sum;
-}
-#elif defined(__AVX2__) && defined(__FMA__)
-constexpr int kLanes = 8;
-typedef __m256 Vec;
-inline Vec splat(float v) {
-  return _mm256_set1_ps(v);
-}
-inline Vec fma(Vec a, Vec b, Vec c) {
-  return _mm256_fmadd_ps(a, b, c);
-}
-inline float lane_sum(Vec v) {
-  alignas(32) float l[8];
-  _mm256_store_ps(l, v);
-  return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
-}
-#else
-// No FMA instructions in this build: a multiply and an add, as the GEMMs then do.
-constexpr int kLanes = 4;
-struct Vec {
-  float l[4];
-};
-inline Vec splat(float v) {
-  return Vec{{v, v, v, v}};
-}
-inline Vec fma(Vec a, Vec b, Vec c) {
-  for (int i = 0; i < 4; ++i) a.l[i] = a.l[i] * b.l[i] + c.l[i];
-  return a;
-}
-inline float lane_sum(Vec v) {
-  return (v.l[0] + v.l[1]) + (v.l[2] + v.l[3]);
-}
-#endif
+// The GEMMs' own vector type and FMA (kernels/cpu/simd.h): the peak of exactly the instructions
+// they multiply with, at their width (16 lanes with AVX-512, else 8).
+using simd::fma_vec;
+using simd::kLanes;
+using simd::vec;
 
 // Twelve independent chains: enough to cover an FMA latency of 4-6 cycles on two pipes, and
 // few enough for 16 vector registers.
@@ -83,13 +38,13 @@ double fma_gflops(int threads) {
 #pragma omp parallel num_threads(threads) reduction(+ : total)
     {
       // b just below 1 and c small keep the chains finite and out of subnormals.
-      const Vec b = splat(0.999999f), c = splat(1e-6f);
-      Vec a[kChains];
-      for (int i = 0; i < kChains; ++i) a[i] = splat(float(i + omp_get_thread_num()));
+      const vec b = simd::broadcast_vec(0.999999f), c = simd::broadcast_vec(1e-6f);
+      vec a[kChains];
+      for (int i = 0; i < kChains; ++i) a[i] = simd::broadcast_vec(float(i + omp_get_thread_num()));
       for (long s = 0; s < kStepsPerPass; ++s)
 #pragma GCC unroll 12
-        for (int i = 0; i < kChains; ++i) a[i] = fma(a[i], b, c);
-      for (int i = 0; i < kChains; ++i) total += lane_sum(a[i]);
+        for (int i = 0; i < kChains; ++i) a[i] = fma_vec(a[i], b, c);
+      for (int i = 0; i < kChains; ++i) total += simd::reduce_vec(a[i]);
     }
     const double seconds = omp_get_wtime() - t0;
     g_fma_sink = total;

@@ -72,7 +72,7 @@ class Characterize(unittest.TestCase):
         for a in ("bandwidth_gbps", "ar_bound_tok_s", "decode_bytes_per_token",
                   "host_read_gbps", "host_fma_gflops", "host_fma_1thread_gflops", "gemm_step_ms"):
             self.assertGreater(float(f.attrs[a]), 0, a)
-        self.assertIn(int(f.attrs["host_fma_lanes"]), (4, 8, 16))
+        self.assertIn(int(f.attrs["host_fma_lanes"]), (8, 16))
 
         m = f["memory"]
         self.assertEqual(list(m["rank"][...]), list(range(ranks)))

@@ -1,6 +1,7 @@
 // The CPU GEMMs' vector type, shared by the row-major kernel (matmul.cpp) and the packed one
 // (matmul_packed.cpp): both must sum every dot product in exactly the same order, so both take
-// their lane count, loads and reduction tree from here. Internal to kernels/cpu.
+// their lane count, loads and reduction tree from here. Internal to kernels/cpu, and
+// characterize's FMA-peak probe (characterize/compute_peak.cpp), which times these FMAs.
 #pragma once
 
 #if defined(__AVX2__) && defined(__FMA__) || defined(__AVX512F__)

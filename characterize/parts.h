@@ -240,7 +240,7 @@ struct CharacterizeReport {
   // The verification's bound (host weights only): batch x (K+1) rows take at least the AR
   // bound's weight reading and at least 2 x rows x parameters FLOPs at the host's FMA peak;
   // verify_ms is the measured verification (timed alone).
-  double verify_rows = 0.0, verify_bound_ms = 0.0, verify_ms = 0.0;
+  double verify_rows = 0.0, verify_gflop = 0.0, verify_bound_ms = 0.0, verify_ms = 0.0;
   DType target_dtype = DType::F32;
 };
 

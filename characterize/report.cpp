@@ -236,12 +236,11 @@ int print_tables(std::ostream& os, const CharacterizeReport& r) {
     os << "\n";
   }
   if (r.verify_bound_ms > 0 && r.host_fma) {
-    const double params = r.decode_bytes / double(dtype_size(r.target_dtype));
     os << format(
         "# verification bound (%g rows): the AR bound's weight reading, or %.2f GFLOP at the "
         "FMA peak of %.1f GFLOP/s, whichever is longer = %.3f ms = %.2f AR bound steps; "
         "measured verification %.3f ms = %.1f%% of the bound, %.2f measured AR steps\n",
-        r.verify_rows, 2.0 * r.verify_rows * params / 1e9, r.host_fma->gflops, r.verify_bound_ms,
+        r.verify_rows, r.verify_gflop, r.host_fma->gflops, r.verify_bound_ms,
         r.verify_bound_ms * r.ar_bound_tok_s / (1e3 * r.config->batch_size), r.verify_ms,
         100.0 * r.verify_bound_ms / r.verify_ms, r.decode_ms > 0 ? r.verify_ms / r.decode_ms : 0.0);
   }

@@ -34,7 +34,8 @@ struct Shape {
   int in, out;
 };
 // k tails (203, 19, 37, 2051), one panel short of rows (37, 5, 3, 1, 13), whole panels (8, 40,
-// 768 x 64). One row: two panels at a time, with an odd panel out where the count is odd. k-blocks
+// 768 x 64). One and two rows: two panels at a time, with an odd panel out where the count is
+// odd (2051 is too wide for two rows: one panel at a time). k-blocks
 // (x of 4 or 5 rows beyond matmul_packed.cpp's kXFitsBytes): 2051 (two blocks for 4 rows, three
 // for 5, and a tail), 1500 x 170 (5 rows; two groups of panels). Rows 6 to 32 run as row tiles
 // over groups of panels, 1500 x 170 in several groups; 33 rows again panel by panel.

@@ -59,6 +59,10 @@ int k_block(int rows, int in_vec) {
 constexpr size_t kRowTilesGroupBytes = 256 * 1024;
 constexpr int kRowTilesMaxRows = 32;
 
+// Rows that two_panel_rows takes (x permitting): two with 32 vector registers (20 accumulators;
+// 3 rows would need 30 plus 3 of x and a weight), one with 16.
+constexpr int kTwoPanelMaxRows = kRegisters >= 32 ? 2 : 1;
+
 // Where a tile's accumulators wait between k-blocks: kPanel vectors per row.
 struct Saved {
   float* at;  // row r, column j at at[(r * kPanel + j) * kLanes]; unused with one k-block
@@ -127,39 +131,55 @@ inline void panel_tile(float* out, const float* x, const W* panel, int in, int o
     for (int j = 0; j < columns; ++j) out[size_t(r0 + r) * out_dim + j0 + j] = sums[r][j];
 }
 
-// One row of x against two panels at once, the one-row case (decode) when its x is small: two
-// independent weight streams in flight instead of one. bench_gemm bf16, one row, 3 interleaved
-// repetitions: 124m.gate 85 -> 69 us, 124m.head 1.31 -> 1.08 ms, 1b.gate 0.88 -> 0.73 ms (fp32
-// 5-10%). With a large x (1b.down, 32 KB) the two streams ran 1.4x slower, so such rows keep one
-// stream (kXBlockBytes). Each element is summed as in panel_tile: the same k order and finish.
-template <typename W>
-inline void two_panel_row(float* out, const float* x, const W* panel_a, const W* panel_b, int in,
-                          int j_a, int j_b, int columns_b) {
+// R rows of x (R = 1, 2) against two panels at once, when the rows' x is small: two independent
+// weight streams in flight instead of one. bench_gemm bf16, one row, 3 interleaved repetitions:
+// 124m.gate 85 -> 69 us, 124m.head 1.31 -> 1.08 ms, 1b.gate 0.88 -> 0.73 ms (fp32 5-10%). With a
+// large x (1b.down, 32 KB) the two streams ran 1.4x slower, so such rows keep one stream
+// (kXBlockBytes). Two rows too (a batch of 2 decoding, K = 1's verification; 20 accumulators):
+// a 2-row tile of one panel with software prefetch streamed ~15% slower than one row, where two
+// panels' streams keep up. bench_decode llama-124m, 2 rows of a sequence, 3 interleaved
+// repetitions: bf16 6.23-6.33 -> 5.75-5.86 ms (1.16 -> 1.05 one-row steps), fp32 11.3-11.8 ->
+// 10.8-11.2 ms. Each element is summed as in panel_tile: the same k order and finish.
+template <int R, typename W>
+inline void two_panel_rows(float* out, const float* x, const W* panel_a, const W* panel_b, int in,
+                           int out_dim, int j_a, int j_b, int columns_b) {
   const int in_vec = in / kLanes * kLanes;
-  vec acc[2][kPanel];
+  vec acc[2][R][kPanel];
 #pragma GCC unroll 16
   for (int h = 0; h < 2; ++h)
 #pragma GCC unroll 16
-    for (int j = 0; j < kPanel; ++j) acc[h][j] = zero_vec();
-  const W* wa = panel_a;
-  const W* wb = panel_b;
-  for (int k = 0; k < in_vec; k += kLanes, wa += kPanel * kLanes, wb += kPanel * kLanes) {
-    const vec xv = load_vec(x + k);
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
-    for (int j = 0; j < kPanel; ++j) acc[0][j] = fma_vec(xv, load_vec(wa + j * kLanes), acc[0][j]);
+      for (int j = 0; j < kPanel; ++j) acc[h][r][j] = zero_vec();
+  const W* panel[2] = {panel_a, panel_b};
+  for (int k = 0; k < in_vec; k += kLanes) {
+    vec xv[R];
 #pragma GCC unroll 16
-    for (int j = 0; j < kPanel; ++j) acc[1][j] = fma_vec(xv, load_vec(wb + j * kLanes), acc[1][j]);
+    for (int r = 0; r < R; ++r) xv[r] = load_vec(x + size_t(r) * in + k);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 16
+      for (int j = 0; j < kPanel; ++j) {
+        vec wv = load_vec(panel[h] + size_t(k) * kPanel + j * kLanes);
+        keep_in_register<R, W>(wv);
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r) acc[h][r][j] = fma_vec(xv[r], wv, acc[h][r][j]);
+      }
   }
   const int tail = in - in_vec;
-  const W* tail_a = panel_a + size_t(kPanel) * in_vec;
-  const W* tail_b = panel_b + size_t(kPanel) * in_vec;
-  float sums[2][kPanel];  // as in panel_tile: acc stays in registers
-  reduce_vecs(acc, sums);
-  for (int j = 0; j < kPanel; ++j) {
-    out[j_a + j] = add_tail(sums[0][j], x + in_vec, tail_a + size_t(j) * tail, tail);
-    sums[1][j] = add_tail(sums[1][j], x + in_vec, tail_b + size_t(j) * tail, tail);
+  const int columns[2] = {kPanel, columns_b}, first[2] = {j_a, j_b};
+#pragma GCC unroll 2
+  for (int h = 0; h < 2; ++h) {
+    float sums[R][kPanel];  // as in panel_tile: acc stays in registers
+    reduce_vecs(acc[h], sums);
+    const W* tail_part = panel[h] + size_t(kPanel) * in_vec;
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < kPanel; ++j) {
+        const float sum =
+            add_tail(sums[r][j], x + size_t(r) * in + in_vec, tail_part + size_t(j) * tail, tail);
+        if (j < columns[h]) out[size_t(r) * out_dim + first[h] + j] = sum;
+      }
   }
-  for (int j = 0; j < columns_b; ++j) out[j_b + j] = sums[1][j];
 }
 
 // What every tile of one panel over one k-block shares.
@@ -307,17 +327,20 @@ template <typename W>
 void packed(float* out, const float* x, const W* w, int rows, int in, int out_dim, int threads) {
   const int count = panels(out_dim);
   const size_t panel_size = size_t(kPanel) * in;
-  if (rows == 1 && size_t(in) * sizeof(float) <= kXBlockBytes) {
+  if (rows <= kTwoPanelMaxRows && size_t(rows) * in * sizeof(float) <= kXBlockBytes) {
     // Panel p beside panel p + half: the first full, the second possibly the last, short one.
     const int half = (count + 1) / 2;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int p = 0; p < half; ++p) {
       const int q = p + half;
-      if (q < count)
-        two_panel_row(out, x, w + p * panel_size, w + q * panel_size, in, p * kPanel, q * kPanel,
-                      std::min(kPanel, out_dim - q * kPanel));
-      else
+      if (q >= count)
         panel_group(out, x, w, rows, in, out_dim, p, p + 1, nullptr);
+      else if (rows == 1)
+        two_panel_rows<1>(out, x, w + p * panel_size, w + q * panel_size, in, out_dim, p * kPanel,
+                          q * kPanel, std::min(kPanel, out_dim - q * kPanel));
+      else if constexpr (kTwoPanelMaxRows >= 2)
+        two_panel_rows<2>(out, x, w + p * panel_size, w + q * panel_size, in, out_dim, p * kPanel,
+                          q * kPanel, std::min(kPanel, out_dim - q * kPanel));
     }
     return;
   }

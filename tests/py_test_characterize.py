@@ -127,12 +127,15 @@ class Characterize(unittest.TestCase):
         self.assertEqual([r for r, _ in alone[("sd", "verify")]], [b * (K + 1)])
         self.assertEqual([r for r, _ in alone[("sd", "draft")]], [b])
         want_beside = ({k for k in alone if k[0] not in ("host", "sd")} |
-                       {("ssd", "verify"), ("ssd", "build"), ("ssd", "fallback")}) \
+                       {("ssd", "verify"), ("ssd", "build"), ("ssd", "busy"), ("ssd", "fallback")}) \
             if draft_rank else set()
         self.assertEqual(set(beside), want_beside)
         if draft_rank:
             self.assertEqual([r for r, _ in beside[("ssd", "verify")]], [b * (K + 1)])
             self.assertEqual([r for r, _ in beside[("ssd", "build")]], [branch[0]])
+            self.assertEqual([r for r, _ in beside[("ssd", "busy")]], [branch[0]])
+            # busy: the build, then branch steps until the outcome arrives
+            self.assertGreaterEqual(beside[("ssd", "busy")][0][1], beside[("ssd", "build")][0][1])
             self.assertEqual([r for r, _ in beside[("ssd", "fallback")]], [b])
         # one token for each of many sequences, per model and timing
         many = max(16, 2 * b)

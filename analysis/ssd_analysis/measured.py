@@ -227,14 +227,17 @@ def host_row_costs(char):
 
 def ssd_round_factors(char):
     """(verify_extra_s, build_factor, fallback_extra_s) from SSD's round as characterize timed
-    it (model "ssd": the target's verification beside the draft rank's uniform:1 cache build,
-    each round started together, then K just-in-time draft steps): the seconds the
-    verification took beyond the same pass alone, per share of it the build overlapped (the
-    build's weights through the shared last-level cache and on the memory bus while both run;
-    seconds, as TakingTurns: the runs' verification at b = 16 took 1.02-1.05x the pass alone
-    where b = 1's took 1.07-1.12x); the build's time over its glue and K branch steps alone;
-    the seconds a just-in-time step takes beyond the draft's step alone. Each at least 0. None
-    without such rows (older files, no draft rank)."""
+    it (model "ssd": the target's verification beside the draft rank's uniform:1 cache build
+    and, in files that have kind busy, further branch steps until the outcome, each round
+    started together, then K just-in-time draft steps): the seconds the verification took
+    beyond the same pass alone, per share of it the draft was busy (the draft's weights through
+    the shared last-level cache and on the memory bus while both run; seconds, as TakingTurns:
+    the runs' verification at b = 16 took 1.02-1.05x the pass alone where b = 1's took
+    1.07-1.12x); the build's time over its glue and K branch steps alone; the seconds a
+    just-in-time step takes beyond the draft's step alone. Each at least 0. None without such
+    rows (older files, no draft rank). Files without busy had the build alone beside the
+    verification, a third of it at llama-124m: the share divided the slowdown, and chance in
+    the timing with it."""
     rows = model_rows(char, "ssd")
     target = MeasuredStep.from_characterize(char, "target")
     draft = MeasuredStep.from_characterize(char, "draft")
@@ -245,7 +248,7 @@ def ssd_round_factors(char):
     K = int(round(v_rows / b)) - 1
     alone_verify = target(v_rows, b)
     alone_build = draft(v_rows, b) + K * draft(branch_rows, b)
-    overlap = min(build_s / v_s, 1.0)
+    overlap = min((rows["busy"][2] if "busy" in rows else build_s) / v_s, 1.0)
     extra = max(v_s - alone_verify, 0.0) / overlap if overlap > 0 else 0.0
     step_rows, _, step_s = rows["fallback"]
     return extra, build_s / alone_build, max(step_s - draft(step_rows, b), 0.0)

@@ -170,6 +170,23 @@ class Rounds(unittest.TestCase):
         big = P.predict_ssd(lay, 1, 4, 0.8, 0.7, "backup", budget=3)
         self.assertLess(small.round_s, big.round_s)
 
+    def test_ssd_round_busy_through_the_verification(self):
+        # Newer files: the draft went on with branch steps until the outcome (kind busy,
+        # 0.019 s from the go), so its traffic lay beside the whole verification: the extra is
+        # the verification's whole slowdown, not that slowdown over the build's share of it.
+        char = with_rounds(fake_characterize(), [("ssd", "verify", 5, 1, 0.018, 1),
+                                                 ("ssd", "build", 10, 1, 0.012, 1),
+                                                 ("ssd", "busy", 10, 1, 0.019, 1),
+                                                 ("ssd", "fallback", 1, 1, 0.0015, 1)])
+        extra, _, _ = MS.ssd_round_factors(char)
+        self.assertAlmostEqual(extra, 0.018 - 0.015)
+        # a draft that stopped short of the verification's end: its share again
+        char = with_rounds(fake_characterize(), [("ssd", "verify", 5, 1, 0.018, 1),
+                                                 ("ssd", "build", 10, 1, 0.012, 1),
+                                                 ("ssd", "busy", 10, 1, 0.0135, 1),
+                                                 ("ssd", "fallback", 1, 1, 0.0015, 1)])
+        self.assertAlmostEqual(MS.ssd_round_factors(char)[0], 0.003 / 0.75)
+
     def test_further_sequences_cost_what_characterize_measured(self):
         # one token for each of 16 sequences took 0.040 where 16 rows of one sequence take
         # 0.015 + the GEMMs' 11 further rows (0.001 each) = 0.026

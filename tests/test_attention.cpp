@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -31,9 +32,17 @@ std::vector<float> random_floats(size_t n, unsigned seed) {
   return out;
 }
 
-Case make_case(int head_dim) {
+// A case's shape: head_dim, query heads, K/V heads.
+struct Shape {
+  int head_dim, heads, kv_heads;
+};
+
+Case make_case(Shape shape) {
   Case c;
+  const int head_dim = shape.head_dim;
   c.head_dim = head_dim;
+  c.heads = shape.heads;
+  c.kv_heads = shape.kv_heads;
   const size_t cache = size_t(c.sequences) * c.capacity * c.kv_heads * head_dim;
   c.k = random_floats(cache, 1);
   c.v = random_floats(cache, 2);
@@ -96,7 +105,7 @@ std::vector<double> reference(const Case& c, const Case::Row& r, const float* q,
   return out;
 }
 
-class AttentionTest : public ::testing::TestWithParam<int> {};
+class AttentionTest : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(AttentionTest, MatchesDoublePrecisionReference) {
   const Case c = make_case(GetParam());
@@ -128,6 +137,12 @@ TEST_P(AttentionTest, RowIsTheSameAloneOrBesideOthers) {
       for (size_t e = 0; e < per_row; ++e)
         ASSERT_EQ(alone[e], together[i * per_row + e])
             << "row " << i << " element " << e << " threads " << threads;
+      // One row over 4 threads: its heads split into blocks, some cutting a K/V group.
+      if (threads == 2) {
+        const std::vector<float> split = run(c, {int(i)}, q_row, 4);
+        for (size_t e = 0; e < per_row; ++e)
+          ASSERT_EQ(alone[e], split[e]) << "row " << i << " element " << e << " heads split";
+      }
     }
   }
 }
@@ -137,7 +152,16 @@ TEST_P(AttentionTest, NoRowsIsANoOp) {
   for (int threads : {1, 2}) EXPECT_TRUE(run(c, {}, {}, threads).empty());
 }
 
-// 64: whole vectors only; 72: a tail past the last whole vector (AVX-512 and 8-lane builds).
-INSTANTIATE_TEST_SUITE_P(HeadDims, AttentionTest, ::testing::Values(64, 72, 5));
+// 64 and 128: whole vectors only (4 and 8 of AVX-512's, 8 and 16 of AVX2's); 72: a tail past the
+// last whole vector; 5: the tail alone. K/V groups of 2, 3 (llama-124m's) and 4 query heads.
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTest,
+                         ::testing::Values(Shape{64, 4, 2}, Shape{72, 4, 2}, Shape{5, 4, 2},
+                                           Shape{64, 6, 2}, Shape{64, 8, 2}, Shape{128, 8, 2},
+                                           Shape{128, 6, 2}),
+                         [](const ::testing::TestParamInfo<Shape>& info) {
+                           const Shape& s = info.param;
+                           return "head_dim" + std::to_string(s.head_dim) + "_heads" +
+                                  std::to_string(s.heads) + "_kv" + std::to_string(s.kv_heads);
+                         });
 
 }  // namespace

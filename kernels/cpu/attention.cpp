@@ -54,6 +54,27 @@ struct HeadBlock {
 // bits): one at a time, the reduction tree cost twice the dot's own multiply-adds.
 constexpr int kSlotBlock = 16;
 
+// A head's dot products with kSlotBlock consecutive K rows whose head_dim is Vectors whole
+// vectors, q in registers and the slots outermost: each K row's vectors from one pointer. With
+// head_dim outermost (the general loop below) each fma's K address was the previous one plus
+// kv_dim, a chain of integer adds beside the fmas. Each accumulator takes its vectors in the
+// same order from zero, so the sums are the same bits.
+template <int Vectors>
+void consecutive_slot_dots(const float* qh, const float* k0, size_t kv_dim,
+                           vec (&acc)[1][kSlotBlock]) {
+  vec q[Vectors];
+#pragma GCC unroll 16
+  for (int d = 0; d < Vectors; ++d) q[d] = simd::load_vec(qh + d * kLanes);
+#pragma GCC unroll 16
+  for (int t = 0; t < kSlotBlock; ++t) {
+    const float* kt = k0 + t * kv_dim;
+    vec a = simd::zero_vec();
+#pragma GCC unroll 16
+    for (int d = 0; d < Vectors; ++d) a = simd::fma_vec(q[d], simd::load_vec(kt + d * kLanes), a);
+    acc[0][t] = a;
+  }
+}
+
 // Scores of the row's list entries [from, to), every head of the block: q.k * scale. Each score
 // is its own dot product, summed the same way in the blocks and one by one (finish_dot =
 // reduce_vec + add_tail), so where the blocks start never changes a bit.
@@ -73,9 +94,15 @@ void row_scores(const QueryRow& row, int from, int to, const HeadBlock& b) {
       const float* qh = row.q + size_t(h) * head_dim;
       const size_t at = size_t(h / b.group) * head_dim;
       vec acc[1][kSlotBlock];
+      // q and 16 accumulators in registers: AVX-512's 32 hold them, AVX2's 16 do not.
+      constexpr bool kWide = simd::kRegisters >= 32;
+      if (kWide && consecutive && head_dim == 4 * kLanes) {
+        consecutive_slot_dots<4>(qh, k[0] + at, b.kv_dim, acc);
+      } else if (kWide && consecutive && head_dim == 8 * kLanes) {
+        consecutive_slot_dots<8>(qh, k[0] + at, b.kv_dim, acc);
+      } else if (consecutive) {
 #pragma GCC unroll 16
-      for (int t = 0; t < kSlotBlock; ++t) acc[0][t] = simd::zero_vec();
-      if (consecutive) {
+        for (int t = 0; t < kSlotBlock; ++t) acc[0][t] = simd::zero_vec();
         for (int d = 0; d < whole; d += kLanes) {
           const vec qv = simd::load_vec(qh + d);
           const float* kt = k[0] + at + d;
@@ -84,6 +111,8 @@ void row_scores(const QueryRow& row, int from, int to, const HeadBlock& b) {
             acc[0][t] = simd::fma_vec(qv, simd::load_vec(kt), acc[0][t]);
         }
       } else {
+#pragma GCC unroll 16
+        for (int t = 0; t < kSlotBlock; ++t) acc[0][t] = simd::zero_vec();
         for (int d = 0; d < whole; d += kLanes) {
           const vec qv = simd::load_vec(qh + d);
 #pragma GCC unroll 16
@@ -95,7 +124,11 @@ void row_scores(const QueryRow& row, int from, int to, const HeadBlock& b) {
       simd::reduce_vecs(acc, dots);
       float* out_scores = row.score + size_t(h - b.h0) * row.count + i;
       if (tail == 0) {
-        for (int t = 0; t < kSlotBlock; ++t) out_scores[t] = dots[0][t] * b.scale;
+        // A vector multiply rounds each lane as the scalar one does; lane by lane, GCC took
+        // each dot out of the reduction's register on its own.
+        const vec scale = simd::broadcast_vec(b.scale);
+        for (int t = 0; t < kSlotBlock; t += kLanes)
+          simd::store_vec(out_scores + t, simd::load_vec(dots[0] + t) * scale);
       } else {
         for (int t = 0; t < kSlotBlock; ++t)
           out_scores[t] = simd::add_tail(dots[0][t], qh + whole, k[t] + at + whole, tail) * b.scale;
@@ -128,12 +161,92 @@ void row_softmax(const QueryRow& row, const HeadBlock& b) {
 // never change a bit. A head's output stays in registers across a block of kSlotBlock slots
 // (their V rows in L1), where it was loaded and stored every 4 slots: one layer at context
 // 224, 3 interleaved runs, 5 rows 77-79 -> 67-71 us, one row 16.0-16.6 -> 13.9-14.4 us.
+//
+// Each output vector's chain of kSlotBlock fmas waits on the fma before it, and each fma loaded
+// its own V vector: a head of 4 vectors (head_dim 64 in 16 lanes) kept 4 chains in flight where
+// the two fma pipes need about 8, and the loads bound the loop. The heads of one K/V group read
+// the same V rows, so heads_in_block takes several heads of a group together: one V load for
+// all of them, the chains side by side. Same sums, same order.
+template <int Vectors, int Heads>
+void heads_in_block(const QueryRow& row, int i, const float* const* v, int h, const HeadBlock& b) {
+  vec acc[Heads][Vectors];
+  const float* p[Heads];
+  float* o[Heads];
+  const size_t at = size_t(h / b.group) * b.head_dim;  // every head here is in h's group
+#pragma GCC unroll 4
+  for (int n = 0; n < Heads; ++n) {
+    p[n] = row.score + size_t(h + n - b.h0) * row.count + i;
+    o[n] = row.out + size_t(h + n) * b.head_dim;
+#pragma GCC unroll 16
+    for (int d = 0; d < Vectors; ++d) acc[n][d] = simd::load_vec(o[n] + d * kLanes);
+  }
+  for (int t = 0; t < kSlotBlock; ++t) {
+    vec weight[Heads];
+#pragma GCC unroll 4
+    for (int n = 0; n < Heads; ++n) weight[n] = simd::broadcast_vec(p[n][t]);
+    const float* vt = v[t] + at;
+#pragma GCC unroll 16
+    for (int d = 0; d < Vectors; ++d) {
+      vec values = simd::load_vec(vt + d * kLanes);
+      simd::keep_in_register<Heads, float>(values);  // one load for the heads, not one each
+#pragma GCC unroll 4
+      for (int n = 0; n < Heads; ++n) acc[n][d] = simd::fma_vec(weight[n], values, acc[n][d]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int n = 0; n < Heads; ++n)
+#pragma GCC unroll 16
+    for (int d = 0; d < Vectors; ++d) simd::store_vec(o[n] + d * kLanes, acc[n][d]);
+}
+
+// Heads [h, h + n) of one group through heads_in_block, as many at a time as half the vector
+// registers hold (all 3 of a llama-124m group with AVX-512: as 2 + 1, the lone head's 4 chains
+// waited on each other).
+template <int Vectors>
+void group_heads_in_block(const QueryRow& row, int i, const float* const* v, int h, int n,
+                          const HeadBlock& b) {
+  constexpr int kMost = std::max(1, simd::kRegisters / 2 / Vectors);  // AVX2: one head at a time
+  for (; n > 0; h += kMost, n -= kMost) {
+    switch (std::min(n, kMost)) {
+      case 1:
+        heads_in_block<Vectors, 1>(row, i, v, h, b);
+        break;
+      case 2:
+        heads_in_block<Vectors, 2>(row, i, v, h, b);
+        break;
+      case 3:
+        if constexpr (kMost >= 3) heads_in_block<Vectors, 3>(row, i, v, h, b);
+        break;
+      default:
+        if constexpr (kMost >= 4) heads_in_block<Vectors, 4>(row, i, v, h, b);
+        break;
+    }
+  }
+}
+
+// The block's heads group by group (a group's heads in [h0, h1)), where head_dim is 4 or 8
+// whole vectors; false (nothing done) for other head sizes.
+bool values_by_group(const QueryRow& row, int i, const float* const* v, const HeadBlock& b) {
+  const int vectors = b.head_dim / kLanes;
+  if (b.head_dim % kLanes != 0 || (vectors != 4 && vectors != 8)) return false;
+  for (int h = b.h0; h < b.h1;) {
+    const int end = std::min(b.h1, (h / b.group + 1) * b.group);
+    if (vectors == 4)
+      group_heads_in_block<4>(row, i, v, h, end - h, b);
+    else
+      group_heads_in_block<8>(row, i, v, h, end - h, b);
+    h = end;
+  }
+  return true;
+}
+
 void row_values(const QueryRow& row, int from, int to, const HeadBlock& b) {
   const int head_dim = b.head_dim, whole = head_dim - head_dim % kLanes;
   int i = from;
   for (; i + kSlotBlock <= to; i += kSlotBlock) {
     const float* v[kSlotBlock];
     for (int t = 0; t < kSlotBlock; ++t) v[t] = b.v_seq + size_t(row.visible[i + t]) * b.kv_dim;
+    if (values_by_group(row, i, v, b)) continue;
     for (int h = b.h0; h < b.h1; ++h) {
       const float* p = row.score + size_t(h - b.h0) * row.count + i;
       const size_t at = size_t(h / b.group) * head_dim;

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/cpu/simd.h"
 #include "kernels/exp_weights.h"
 
 namespace ssd {
@@ -157,8 +158,16 @@ void CpuBackend::rmsnorm(Buffer& out, const Buffer& x, const Buffer& weight, int
   for (int r = 0; r < rows; ++r) {
     const float* xr = f(x) + size_t(r) * dim;
     float* o = f(out) + size_t(r) * dim;
-    float sum = 0.0f;
-    for (int i = 0; i < dim; ++i) sum += xr[i] * xr[i];
+    // The squares summed in the vector lanes (simd.h's fixed tree, then the tail in order):
+    // one add after another, each waiting on the last, this was 2.6 us a call at 5 rows of
+    // 768, 25 calls a llama-124m step (66 us of a 5-row verification, 27 of an AR step).
+    const int whole = dim - dim % simd::kLanes;
+    simd::vec squares = simd::zero_vec();
+    for (int i = 0; i < whole; i += simd::kLanes) {
+      const simd::vec v = simd::load_vec(xr + i);
+      squares = simd::fma_vec(v, v, squares);
+    }
+    const float sum = simd::finish_dot(squares, xr + whole, xr + whole, dim - whole);
     // Same order of operations as HF's LlamaRMSNorm: normalise, then scale by the weight.
     const float inv = 1.0f / std::sqrt(sum / float(dim) + eps);
     for (int i = 0; i < dim; ++i) o[i] = w[i] * (xr[i] * inv);

@@ -127,9 +127,9 @@ ForwardResult time_ssd_rounds_target(ModelGroup& target, int rank, const Forward
 // uniform:1 (p.branch_rows' fewest rows, b(K+1)): the glue step over K+1 tokens per sequence,
 // then K branch steps; then more branch steps until the outcome arrives, so that the draft's
 // traffic lies beside the whole verification, as --budget auto's build lies beside 85-97% of
-// it in the runs. The uniform:1 build alone covered a third of a llama-124m verification, and
-// predictions divided the slowdown it caused by that share: characterize runs an hour apart
-// put the verification beside it at 0.99x-1.17x the pass alone, where the runs take ~1.15x.
+// it in the runs. The uniform:1 build alone covered about half (0.55) of a llama-124m
+// verification, and predictions divided the slowdown it caused by that share: characterize
+// runs an hour apart put the verification beside it at 1.00x-1.17x the pass alone.
 // On the outcome, the K one-token steps of a just-in-time speculation, as after a miss. Model
 // "ssd", kinds build (the uniform:1 build; rows: of each branch step), busy (from the go to
 // the outcome: the build and the steps after it) and fallback (per step).
@@ -173,36 +173,21 @@ std::vector<ForwardResult> time_ssd_rounds_draft(ModelGroup& draft, int rank,
     drafted += draft_s, best_drafted = std::min(best_drafted, draft_s);
   }
   const int timed = std::max(rounds - 1, 1);
-  return {{.rank = rank,
-           .model = "ssd",
-           .kind = "build",
-           .rows = rows,
-           .sequences = p.batch,
-           .calls = timed,
-           .context = p.context,
-           .seconds = built / timed,
-           .best_seconds = best_built,
-           .concurrent = p.concurrent},
-          {.rank = rank,
-           .model = "ssd",
-           .kind = "busy",
-           .rows = rows,
-           .sequences = p.batch,
-           .calls = timed,
-           .context = p.context,
-           .seconds = busy / timed,
-           .best_seconds = best_busy,
-           .concurrent = p.concurrent},
-          {.rank = rank,
-           .model = "ssd",
-           .kind = "fallback",
-           .rows = p.batch,
-           .sequences = p.batch,
-           .calls = timed * K,
-           .context = p.context,
-           .seconds = drafted / timed,
-           .best_seconds = best_drafted,
-           .concurrent = p.concurrent}};
+  auto result = [&](const char* kind, int result_rows, int calls, double seconds, double best) {
+    return ForwardResult{.rank = rank,
+                         .model = "ssd",
+                         .kind = kind,
+                         .rows = result_rows,
+                         .sequences = p.batch,
+                         .calls = calls,
+                         .context = p.context,
+                         .seconds = seconds,
+                         .best_seconds = best,
+                         .concurrent = p.concurrent};
+  };
+  return {result("build", rows, timed, built / timed, best_built),
+          result("busy", rows, timed, busy / timed, best_busy),
+          result("fallback", p.batch, timed * K, drafted / timed, best_drafted)};
 }
 
 }  // namespace ssd

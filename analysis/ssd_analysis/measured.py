@@ -236,8 +236,8 @@ def ssd_round_factors(char):
     1.07-1.12x); the build's time over its glue and K branch steps alone; the seconds a
     just-in-time step takes beyond the draft's step alone. Each at least 0. None without such
     rows (older files, no draft rank). Files without busy had the build alone beside the
-    verification, a third of it at llama-124m: the share divided the slowdown, and chance in
-    the timing with it."""
+    verification, about half of it at llama-124m: the share divided the slowdown, and chance
+    in the timing with it."""
     rows = model_rows(char, "ssd")
     target = MeasuredStep.from_characterize(char, "target")
     draft = MeasuredStep.from_characterize(char, "draft")

@@ -10,6 +10,7 @@
 #include "comm/launch.h"
 #include "harness/cli.h"
 #include "harness/run.h"
+#include "harness/run_info.h"
 #include "harness/stop_signals.h"
 #include "model/checkpoint.h"
 #include "model/errors.h"
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   int code = 0;
   try {
     ssd::check_launch(world_size);
+    ssd::check_same_build();
     const ssd::Cli cli = ssd::parse_cli(argc, argv);
     code = dispatch(cli, world_size);
     ssd::quiet_stop_handlers();

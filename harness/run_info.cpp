@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "build_info.h"
+#include "comm/collective.h"
+#include "git_commit.h"
 #include "kernels/cpu/cpu_backend.h"
 
 namespace ssd {
@@ -91,6 +93,35 @@ std::vector<RankInfo> gather_rank_info(const RankInfo& mine) {
     out.push_back({j["rank"], j["role"], j["host"], j["pid"], j["device"], j["threads"]});
   }
   return out;
+}
+
+std::string build_identity() {
+  return std::string("ssd-bench ") + SSD_VERSION + " (commit " + SSD_GIT_COMMIT + ")";
+}
+
+std::string build_mismatch(const std::vector<std::string>& identities) {
+  for (size_t r = 1; r < identities.size(); ++r)
+    if (identities[r] != identities[0])
+      return "rank " + std::to_string(r) + " runs " + identities[r] + " but rank 0 runs " +
+             identities[0] + ": launch the same ssd-bench build on every rank";
+  return "";
+}
+
+void check_same_build() {
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (size == 1) return;
+  // Fixed-size records, so that two builds exchange the same number of bytes whatever their
+  // identities' lengths.
+  constexpr int kRecord = 256;
+  std::string mine = build_identity();
+  mine.resize(kRecord - 1);
+  std::vector<char> all(size_t(size) * kRecord);
+  MPI_Allgather(mine.c_str(), kRecord, MPI_CHAR, all.data(), kRecord, MPI_CHAR, MPI_COMM_WORLD);
+  std::vector<std::string> identities;
+  for (int r = 0; r < size; ++r) identities.emplace_back(all.data() + size_t(r) * kRecord);
+  if (std::string mismatch = build_mismatch(identities); !mismatch.empty())
+    throw AgreedError(mismatch, 2);
 }
 
 int default_threads_per_rank() {

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """ssd-bench under mpiexec: rank-layout and draft errors (one line, naming the flag, exit 2),
-the header's rank table, refusing a launcher it was not built for, the SD result file's
-/rounds table and speculation summary (recomputed from /rounds), and a rank that dies mid-run
-taking the whole job down."""
+the header's rank table, refusing a launcher it was not built for and ranks of two builds, the
+SD result file's /rounds table and speculation summary (recomputed from /rounds), and a rank
+that dies mid-run taking the whole job down."""
 import argparse
 import json
 import os
@@ -118,6 +118,32 @@ class Layout(unittest.TestCase):
         self.assertIn("launcher", lines[0])
         self.assertIn("OMPI_COMM_WORLD_SIZE", lines[0])
         self.assertNotIn("Results", proc.stdout)
+
+    def test_ranks_of_two_builds_are_refused(self):
+        # A copy of the binary naming another commit (its commit string's first character
+        # changed), launched beside the real one: every rank stops with one line naming both.
+        proc = mpirun(1, *TINY)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        commit = re.search(r"\(commit (\S+?)[,)]", proc.stdout).group(1)
+        other = ("1" if commit[0] != "1" else "2") + commit[1:]
+        with open(ARGS.ssd_bench, "rb") as f:
+            binary = f.read()
+        needle = commit.encode() + b"\0"
+        self.assertIn(needle, binary)
+        copy = os.path.join(ARGS.work, "ssd-bench-other-build")
+        with open(copy, "wb") as f:
+            f.write(binary.replace(needle, other.encode() + b"\0"))
+        os.chmod(copy, 0o755)
+        command = [ARGS.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", "1",
+                   ARGS.ssd_bench, *TINY, ":", "-np", "1", copy, *TINY]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=120, env=ENV)
+        self.assertEqual(proc.returncode, 2, proc.stdout + proc.stderr)
+        lines = own_lines(proc.stderr)
+        self.assertEqual(len(lines), 1, proc.stderr)
+        self.assertIn("rank 1 runs ssd-bench", lines[0])
+        self.assertIn(f"(commit {other})", lines[0])
+        self.assertIn(f"(commit {commit})", lines[0])
+        self.assertIn("the same ssd-bench build on every rank", lines[0])
 
     def test_sd_result_file(self):
         path = os.path.join(ARGS.work, "sd.h5")

@@ -95,10 +95,16 @@ std::vector<RankInfo> gather_rank_info(const RankInfo& mine) {
   return out;
 }
 
+namespace {
+
+// This binary's code, as the ranks compare it: version and commit (a Debug rank beside a
+// Release one, or a CPU-only build beside a CUDA one, runs the same protocol).
 std::string build_identity() {
   return std::string("ssd-bench ") + SSD_VERSION + " (commit " + SSD_GIT_COMMIT + ")";
 }
 
+// Of every rank's build_identity, in rank order: "" when all are the same, else one line naming
+// the first rank whose build differs from rank 0's.
 std::string build_mismatch(const std::vector<std::string>& identities) {
   for (size_t r = 1; r < identities.size(); ++r)
     if (identities[r] != identities[0])
@@ -106,6 +112,8 @@ std::string build_mismatch(const std::vector<std::string>& identities) {
              identities[0] + ": launch the same ssd-bench build on every rank";
   return "";
 }
+
+}  // namespace
 
 void check_same_build() {
   int size = 1;

@@ -44,14 +44,6 @@ std::vector<RankInfo> gather_rank_info(const RankInfo& mine);
 // Threads per rank when --threads is not given: the node's cores shared by its ranks.
 int default_threads_per_rank();
 
-// This binary's code, as the ranks compare it: version and commit (a Debug rank beside a
-// Release one, or a CPU-only build beside a CUDA one, runs the same protocol).
-std::string build_identity();
-
-// Of every rank's build_identity, in rank order: "" when all are the same, else one line naming
-// the first rank whose build differs from rank 0's.
-std::string build_mismatch(const std::vector<std::string>& identities);
-
 // Collective over MPI_COMM_WORLD, before any other exchange: every rank runs the same build, or
 // every rank throws the same AgreedError (exit code 2). Ranks of two builds (an old binary on
 // one node's path, a rebuilt one on another's) otherwise met in collectives whose messages

@@ -135,6 +135,15 @@ inline void panel_tile(float* out, const float* x, const float* x_interleaved, c
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < kPanel; ++j)
         sums[r][j] = add_tail(sums[r][j], xrow[r] + in_vec, tail_part + size_t(j) * tail, tail);
+  // Whole panels: a constant count. The run-time one made GCC call memcpy for each row's 20
+  // bytes (memmove 1.7% of a 5-row step's perf samples, 0.5% without; time within the noise).
+  if (columns == kPanel) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < kPanel; ++j) out[size_t(r0 + r) * out_dim + j0 + j] = sums[r][j];
+    return;
+  }
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < columns; ++j) out[size_t(r0 + r) * out_dim + j0 + j] = sums[r][j];
 }

@@ -135,6 +135,44 @@ TEST_F(CudaOps, RmsNormMatchesCpu) {
   }
 }
 
+// A row's RMSNorm is the same bits alone or among others, and whether its buffers are 16-byte
+// aligned (vector loads) or not (2-byte loads into the same chunks, the same summation order).
+TEST_F(CudaOps, RmsNormIsBatchAndAlignmentInvariant) {
+  for (const int dim : {20, 128, 300, 2048, 4100, 16384, 20000}) {
+    const int rows = 5;
+    const size_t n = size_t(rows) * dim;
+    // One leading element so that a view from element 1 is 2 bytes off 16-byte alignment.
+    const std::vector<float> x = random_bf16(n + 1, 300 + dim, 3.0f);
+    const std::vector<float> w = random_bf16(size_t(dim) + 1, 400 + dim, 2.0f);
+    Buffer xg = put(*gpu, x), wg = put(*gpu, w);
+    Buffer og = gpu->alloc(n + 1), one = gpu->alloc(n + 1);
+    auto view = [](Buffer& b, size_t first, size_t count) {
+      return Buffer{static_cast<char*>(b.data) + first * 2, count};
+    };
+    // Aligned when dim % 8 == 0: all rows at once, from element 0.
+    std::vector<float> x0(x.begin() + 1, x.end()), w0(w.begin() + 1, w.end());
+    Buffer xa = put(*gpu, x0), wa = put(*gpu, w0);
+    gpu->rmsnorm(og, xa, wa, rows, dim, 1e-5f);
+    const std::vector<float> all = get(*gpu, og, n);
+    for (int r = 0; r < rows; ++r) {
+      // Row r alone, from the misaligned copies (element 1 onwards).
+      Buffer xr = view(xg, 1 + size_t(r) * dim, size_t(dim)), wr = view(wg, 1, size_t(dim));
+      Buffer orow = view(one, 1, size_t(dim));
+      gpu->rmsnorm(orow, xr, wr, 1, dim, 1e-5f);
+      const std::vector<float> alone = get(*gpu, orow, size_t(dim));
+      EXPECT_TRUE(bits_equal(alone, std::vector<float>(all.begin() + size_t(r) * dim,
+                                                       all.begin() + size_t(r + 1) * dim)))
+          << "dim " << dim << " row " << r;
+    }
+    for (Buffer* b : {&xg, &wg, &og, &one, &xa, &wa}) gpu->release(*b);
+  }
+  // Past the widest row the kernel holds in registers: a clear error, not a wrong answer.
+  const int too_wide = 65536 + 8;
+  Buffer xg = gpu->alloc(size_t(too_wide)), wg = gpu->alloc(size_t(too_wide));
+  EXPECT_THROW(gpu->rmsnorm(xg, xg, wg, 1, too_wide, 1e-5f), std::invalid_argument);
+  for (Buffer* b : {&xg, &wg}) gpu->release(*b);
+}
+
 // out = x w^T on both backends; the CPU result is the exact fp32 reference for bf16 inputs.
 void check_matmul(CudaBackend& gpu, CpuBackend& cpu, CudaGemm kernel, int rows, int in,
                   int out_dim) {

@@ -11,9 +11,9 @@
 //   - then each warp reduces its 32 partials with a fixed butterfly (warp_sum), and the four
 //     warp sums are added as (w0 + w1) + (w2 + w3).
 // That order depends on `in` (and which path `in` selects) only. Rows are processed in tiles of
-// RT rows and columns in groups of COLS per block; RT and COLS are chosen from `rows` and the
-// shape, but they only decide which dot products share a pass over the weights, never how one
-// is summed. So a row's output is bit-identical whatever the number of rows in the call.
+// RT rows (1-5, or 8) and columns in groups of COLS per block; RT and COLS are chosen from `rows`
+// and the shape, but they only decide which dot products share a pass over the weights, never how
+// one is summed. So a row's output is bit-identical whatever the number of rows in the call.
 //
 // Bandwidth (M = 1): every weight byte is read once per call with 16-byte coalesced loads
 // (a block streams 2 KB of each of its columns per step), U = 16 / COLS chunk loads per column
@@ -211,8 +211,12 @@ bool aligned16(const void* p) {
 void matmul_invariant(bf16* out, const bf16* x, const bf16* w, int rows, int in, int out_dim,
                       int sm_count, cudaStream_t stream) {
   if (rows <= 0 || out_dim <= 0) return;
-  // Row tile: the registers each thread keeps per column (acc[RT][COLS]).
-  const int rt = rows == 1 ? 1 : rows == 2 ? 2 : rows <= 4 ? 4 : 8;
+  // Row tile: the registers each thread keeps per column (acc[RT][COLS]). A call of 1 to 5 rows
+  // (decode; K = 1..4 verification) is one tile of exactly its rows: past ~2 rows the tile's
+  // time is its per-row work (widening x, the FMAs), and 5 rows in an 8-row tile did 8 rows'
+  // work (H100: a 1B 5-row step 1.54 one-row steps). 6 to 8 rows and each 8 of more share a tile
+  // of 8.
+  const int rt = rows <= 5 ? rows : 8;
   const bool vec = in % kChunk == 0 && aligned16(x) && aligned16(w);
   if (!vec) {
     switch (rt) {
@@ -220,8 +224,12 @@ void matmul_invariant(bf16* out, const bf16* x, const bf16* w, int rows, int in,
         return launch_scalar<1>(out, x, w, rows, in, out_dim, stream);
       case 2:
         return launch_scalar<2>(out, x, w, rows, in, out_dim, stream);
+      case 3:
+        return launch_scalar<3>(out, x, w, rows, in, out_dim, stream);
       case 4:
         return launch_scalar<4>(out, x, w, rows, in, out_dim, stream);
+      case 5:
+        return launch_scalar<5>(out, x, w, rows, in, out_dim, stream);
       default:
         return launch_scalar<8>(out, x, w, rows, in, out_dim, stream);
     }
@@ -236,8 +244,12 @@ void matmul_invariant(bf16* out, const bf16* x, const bf16* w, int rows, int in,
       return launch_vec_cols<1>(cols, out, x, w, rows, in, out_dim, stream);
     case 2:
       return launch_vec_cols<2>(cols, out, x, w, rows, in, out_dim, stream);
+    case 3:
+      return launch_vec_cols<3>(cols, out, x, w, rows, in, out_dim, stream);
     case 4:
       return launch_vec_cols<4>(cols, out, x, w, rows, in, out_dim, stream);
+    case 5:
+      return launch_vec_cols<5>(cols, out, x, w, rows, in, out_dim, stream);
     default:
       return launch_vec_cols<8>(cols, out, x, w, rows, in, out_dim, stream);
   }

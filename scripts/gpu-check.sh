@@ -74,8 +74,8 @@ if [[ " $steps " == *" sanitize "* ]]; then
   # sometimes crashes inside its own cudaGraphLaunch hook: a host SIGSEGV (exit 11) under
   # libsanitizer-public.so with 0 errors reported before it. It was seen with two of these
   # cases in one process, and since the exact 3- and 5-row GEMM tiles with Qwen3Stepwise alone
-  # (4 of 20 runs, 0 of 16 on the commit before; never with SSD_CUDA_GRAPHS=0 or without the
-  # sanitizer; racecheck and synccheck clean); docs/gpu-notes.md has the runs. So a try that
+  # (4 of 14 runs on an H100, 0 of 13 on the commit before; never with SSD_CUDA_GRAPHS=0 or
+  # without the sanitizer; racecheck and synccheck clean); docs/gpu-notes.md has the runs. So a try that
   # ends any other way than memcheck's own verdict (0, or 9 for errors found) is tried again.
   for case in LlamaOneCall LlamaStepwise Qwen3OneCall Qwen3Stepwise; do
     step "memcheck_branches_$case" 600 bash -c 'memcheck_tries "$@"' memcheck_tries 3 \

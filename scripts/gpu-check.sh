@@ -2,7 +2,7 @@
 # The GPU acceptance check, for a node with an NVIDIA GPU and a CUDA build of ssd-bench:
 #   scripts/gpu-check.sh BUILD_DIR OUT_DIR [STEPS]
 # STEPS (default "tests sanitize bench") is any of:
-#   tests     the gpu-labelled GoogleTests (CUDA ops, models, graphs), test_forward's cuda instances and
+#   tests     the gpu-labelled GoogleTests (CUDA ops, sampling, models, graphs), test_forward's cuda instances and
 #             tests/py_test_gpu_decode.py (greedy SD/SSD == AR)
 #   sanitize  compute-sanitizer memcheck over the CUDA kernel and model tests
 #   bench     bench_decode on the GPU (tok/s, weight bandwidth), characterize, and AR/SD/SSD
@@ -51,6 +51,7 @@ export -f memcheck_tries  # for `step`, whose timeout runs a program
 
 if [[ " $steps " == *" tests "* ]]; then
   step gtest_cuda_ops 600 "$build/tests/test_cuda_ops" --gtest_brief=1
+  step gtest_cuda_sampling 600 "$build/tests/test_cuda_sampling" --gtest_brief=1
   step gtest_cuda_model 600 "$build/tests/test_cuda_model" --gtest_brief=1
   step gtest_cuda_graphs 600 "$build/tests/test_cuda_graphs" --gtest_brief=1
   # Branch decoding is one test over every backend; these are its GPU instances.
@@ -64,6 +65,8 @@ if [[ " $steps " == *" sanitize "* ]]; then
   # keep the (50x slower) instrumented run short.
   step memcheck_ops 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$build/tests/test_cuda_ops" --gtest_brief=1
+  step memcheck_sampling 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$build/tests/test_cuda_sampling" --gtest_brief=1
   step memcheck_model 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$build/tests/test_cuda_model" --gtest_brief=1 \
     --gtest_filter='CudaModel.LlamaLogitsMatchCpu:CudaModel.Qwen3LogitsMatchCpu'

@@ -214,7 +214,7 @@ void matmul_invariant(bf16* out, const bf16* x, const bf16* w, int rows, int in,
   // Row tile: the registers each thread keeps per column (acc[RT][COLS]). A call of 1 to 5 rows
   // (decode; K = 1..4 verification) is one tile of exactly its rows: past ~2 rows the tile's
   // time is its per-row work (widening x, the FMAs), and 5 rows in an 8-row tile did 8 rows'
-  // work (H100: a 1B 5-row step 1.54 one-row steps). 6 to 8 rows and each 8 of more share a tile
+  // work (H100: a 1B 5-row step 1.52 one-row steps). 6 to 8 rows and each 8 of more share a tile
   // of 8.
   const int rt = rows <= 5 ? rows : 8;
   const bool vec = in % kChunk == 0 && aligned16(x) && aligned16(w);

@@ -29,9 +29,6 @@ __device__ __forceinline__ size_t thread_stride() {
 __device__ __forceinline__ float f(bf16 v) {
   return __bfloat162float(v);
 }
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
 
 __global__ void f32_to_bf16_kernel(bf16* __restrict__ out, const float* __restrict__ in, size_t n) {
   for (size_t i = thread_index(); i < n; i += thread_stride()) out[i] = __float2bfloat16(in[i]);

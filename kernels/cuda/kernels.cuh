@@ -38,6 +38,11 @@ __device__ __forceinline__ float bf16_hi(uint32_t u) {
   return __uint_as_float(u & 0xffff0000u);
 }
 
+// Whether a kernel may read p 16 bytes at a time (host side, at launch).
+inline bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
 // --- element-wise and memory kernels (elementwise_kernels.cu) ---
 
 void f32_to_bf16(bf16* out, const float* in, size_t count, cudaStream_t stream);

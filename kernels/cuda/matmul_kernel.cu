@@ -202,10 +202,6 @@ void launch_scalar(bf16* out, const bf16* x, const bf16* w, int rows, int in, in
   SSD_CUDA_CHECK_LAUNCH();
 }
 
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 }  // namespace
 
 void matmul_invariant(bf16* out, const bf16* x, const bf16* w, int rows, int in, int out_dim,

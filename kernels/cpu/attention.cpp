@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/kv_sweep.h"
 #include "kernels/cpu/simd.h"
 #include "kernels/exp_weights.h"
 
@@ -282,48 +283,17 @@ void row_values(const QueryRow& row, int from, int to, const HeadBlock& b) {
   }
 }
 
-// Reads the K (or V) rows of slots [from, to) that the block's heads use, one value per cache
-// line, in address order, before the pass uses them (sweep_slots at a time). In a decode step they
-// come from memory (the step's weights have gone through L3 since the last one), and the passes
-// read them in blocks, head group by head group, an order the hardware prefetchers follow poorly:
-// at a context of 512 a one-row llama-124m layer took 66 us cold against 20 us with the rows
-// in L2, and software prefetches one to eight blocks ahead (prefetcht0, t1, t2) gained 0-6%.
-// One sequential sweep of loads brings the rows in at nearly the stream's rate: 66 -> 42 us,
-// at 128 slots 17.6 -> 11.4 (bench_attention). The loads feed four chains of adds, which pace
-// them: loads each into an empty asm, unpaced, measured 15.3 us at 128 slots and 58 at 512; one
-// chain 11.9 and 46. With the rows already in L1 or L2 the sweep costs 1 us at 128 slots, 4 at
-// 512. Nothing is computed from the values; the sums are unchanged.
-void stream_in(const float* cache, int from, int to, const HeadBlock& b) {
-  const size_t first = size_t(b.h0 / b.group) * b.head_dim;
-  const size_t last = size_t((b.h1 - 1) / b.group + 1) * b.head_dim;
-  constexpr size_t kLine = 64 / sizeof(float);
-  float sink[4] = {};
-  for (int s = from; s < to; ++s) {
-    const float* row = cache + size_t(s) * b.kv_dim;
-    size_t at = first;
-    for (; at + 3 * kLine < last; at += 4 * kLine) {
-      sink[0] += row[at];
-      sink[1] += row[at + kLine];
-      sink[2] += row[at + 2 * kLine];
-      sink[3] += row[at + 3 * kLine];
-    }
-    for (; at < last; at += kLine) sink[0] += row[at];
-  }
-  // The loads are the point: keep them.
-  asm volatile("" : : "g"(sink[0]), "g"(sink[1]), "g"(sink[2]), "g"(sink[3]));
+// The columns of a K/V row that the block's heads use: [first, last).
+size_t first_column(const HeadBlock& b) {
+  return size_t(b.h0 / b.group) * b.head_dim;
+}
+size_t last_column(const HeadBlock& b) {
+  return size_t((b.h1 - 1) / b.group + 1) * b.head_dim;
 }
 
-// Slots per stream_in sweep: whole blocks whose rows (the block's heads' part) make about
-// kSweepBytes, so that a sweep's rows are still in L2 when the pass reaches them. Swept whole, a
-// context of 2048 went from memory to L2 and was evicted to L3 before its use: bench_attention,
-// one llama-124m row, 205-214 us swept whole, 164-165 in sweeps of 64 KB (128-512 KB alike or a
-// little slower), 256-262 not swept; Llama-3.2-1B 498-525, 358-372, 555-585.
-constexpr size_t kSweepBytes = 64 * 1024;
-
-int sweep_slots(const HeadBlock& b) {
-  const size_t row_bytes =
-      size_t((b.h1 - 1) / b.group + 1 - b.h0 / b.group) * b.head_dim * sizeof(float);
-  return std::max(kSlotBlock, int(kSweepBytes / row_bytes) / kSlotBlock * kSlotBlock);
+// The shared K (V) rows of slots [from, to) into L2 ahead of the pass (kv_sweep.h).
+void sweep_rows(const float* cache, int from, int to, const HeadBlock& b) {
+  kv_sweep::sweep(cache, b.kv_dim, from, to, first_column(b), last_column(b));
 }
 
 // Query heads [h0, h1) of n rows of one sequence whose lists all begin with the same `common`
@@ -336,10 +306,10 @@ int sweep_slots(const HeadBlock& b) {
 // follow). A row's sums are the same whatever the grouping.
 void attend(const QueryRow* rows, int n, int common, const HeadBlock& b) {
   const int shared = common - common % kSlotBlock;
-  const int chunk = sweep_slots(b);
+  const int chunk = kv_sweep::rows_per_sweep(last_column(b) - first_column(b), kSlotBlock);
   for (int c = 0; c < shared; c += chunk) {
     const int end = std::min(shared, c + chunk);
-    stream_in(b.k_seq, c, end, b);
+    sweep_rows(b.k_seq, c, end, b);
     for (int i = c; i < end; i += kSlotBlock)
       for (int r = 0; r < n; ++r) row_scores(rows[r], i, i + kSlotBlock, b);
   }
@@ -351,7 +321,7 @@ void attend(const QueryRow* rows, int n, int common, const HeadBlock& b) {
   }
   for (int c = 0; c < shared; c += chunk) {
     const int end = std::min(shared, c + chunk);
-    stream_in(b.v_seq, c, end, b);
+    sweep_rows(b.v_seq, c, end, b);
     for (int i = c; i < end; i += kSlotBlock)
       for (int r = 0; r < n; ++r) row_values(rows[r], i, i + kSlotBlock, b);
   }

@@ -13,12 +13,10 @@
 //
 // Threads: SSD_BENCH_THREADS (default 1).
 #include <benchmark/benchmark.h>
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
-#include <new>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,22 +46,17 @@ void fill(std::span<float> v, uint64_t seed) {
   }
 }
 
-// The KV cache copies on transparent huge pages, as CpuBackend allocates a KV cache
-// (cpu_backend.cpp): on 4 KiB pages 16 rows at a context of 128 took 1.3x as long (116-119 us
-// against 87-90), in page walks that the forward pass does not make.
-struct HugePageFloats {
-  static constexpr size_t kHugePage = size_t(2) << 20;
-  std::span<float> values;
-  explicit HugePageFloats(size_t count) {
-    const size_t bytes = (count * sizeof(float) + kHugePage - 1) / kHugePage * kHugePage;
-    void* p = nullptr;
-    if (posix_memalign(&p, kHugePage, bytes) != 0) throw std::bad_alloc();
-    madvise(p, bytes, MADV_HUGEPAGE);
-    values = {static_cast<float*>(p), count};
-  }
-  ~HugePageFloats() { std::free(values.data()); }
-  HugePageFloats(const HugePageFloats&) = delete;
-  HugePageFloats& operator=(const HugePageFloats&) = delete;
+// The KV cache copies from CpuBackend::alloc, as a model's KV cache is allocated: on 2 MiB
+// transparent huge pages (on 4 KiB pages 16 rows at a context of 128 took 1.3x as long, 116-119
+// us against 87-90, in page walks that the forward pass does not make).
+struct KVCopies {
+  ssd::CpuBackend& backend;
+  ssd::Buffer buffer;
+  KVCopies(ssd::CpuBackend& b, size_t count) : backend(b), buffer(b.alloc(count)) {}
+  ~KVCopies() { backend.release(buffer); }
+  KVCopies(const KVCopies&) = delete;
+  KVCopies& operator=(const KVCopies&) = delete;
+  std::span<float> values() const { return {static_cast<float*>(buffer.data), buffer.count}; }
 };
 
 struct HeadShape {
@@ -120,9 +113,10 @@ void bm_attention(benchmark::State& state, HeadShape shape, Rows rows, int conte
   const size_t bytes_per_copy = 2 * kv * sizeof(float);
   const int copies =
       kv_in_cache() ? 1 : int(std::clamp<size_t>((size_t(128) << 20) / bytes_per_copy, 1, 256));
-  HugePageFloats k(kv * copies), v(kv * copies);
-  fill(k.values, 1);
-  fill(v.values, 2);
+  ssd::CpuBackend backend(threads);
+  KVCopies k(backend, kv * copies), v(backend, kv * copies);
+  fill(k.values(), 1);
+  fill(v.values(), 2);
   const size_t q_floats = size_t(n) * shape.heads * shape.head_dim;
   std::vector<float> q(q_floats), out(q_floats);
   fill(q, 3);
@@ -130,7 +124,7 @@ void bm_attention(benchmark::State& state, HeadShape shape, Rows rows, int conte
   int64_t call = 0;
   for (auto _ : state) {
     const size_t at = kv * size_t(++call % copies);
-    ssd::attention_cpu(out.data(), q.data(), k.values.data() + at, v.values.data() + at, layout,
+    ssd::attention_cpu(out.data(), q.data(), k.values().data() + at, v.values().data() + at, layout,
                        shape.heads, mask, threads);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();

@@ -15,7 +15,8 @@
 // takes tens of seconds (not timed); --benchmark_filter='tiny|124m' skips it.
 // SSD_BENCH_MODELS replaces the list (comma-separated presets, e.g. llama-3.1-8b on a GPU).
 //
-// Backend: SSD_BENCH_BACKEND=cpu (default), cuda or auto, as ssd-bench's --backend.
+// Backend: SSD_BENCH_BACKEND=cpu (default), cuda or auto, as ssd-bench's --backend; GEMM:
+// SSD_BENCH_GEMM (default invariant), as its --gemm (e.g. invariant-tc on cuda).
 // Threads: SSD_BENCH_THREADS, a comma-separated list (default 1), e.g. SSD_BENCH_THREADS=1,2.
 // Each thread count loads its own copy of the model (one model is held at a time).
 #include <benchmark/benchmark.h>
@@ -81,6 +82,11 @@ std::string bench_backend() {
   return env ? env : "cpu";
 }
 
+std::string bench_gemm() {
+  const char* env = std::getenv("SSD_BENCH_GEMM");
+  return env ? env : "invariant";
+}
+
 // Bytes one decode step reads: all weights but the embedding rows of other tokens (a tied
 // table is the LM head and is read whole), at the bytes per parameter the backend stores.
 double decode_bytes(const ssd::Model& m) {
@@ -133,7 +139,7 @@ Loaded& load(const std::string& spec, const std::string& dtype, int threads, int
     loaded.spec = spec;
     loaded.dtype = dtype;
     loaded.threads = threads;
-    loaded.backend = ssd::make_backend(bench_backend(), threads, "invariant", "").backend;
+    loaded.backend = ssd::make_backend(bench_backend(), threads, bench_gemm(), "").backend;
     loaded.model =
         ssd::load_model(*source, *loaded.backend, {}, nullptr,
                         loaded.backend->weight_storage(ssd::resolve_weight_dtype(dtype, *source)));
@@ -171,7 +177,7 @@ void bm_decode_step(benchmark::State& state, const std::string& spec, const std:
       benchmark::Counter(decode_bytes(m.model) * steps, benchmark::Counter::kIsRate,
                          benchmark::Counter::OneK::kIs1000);
   state.SetLabel(spec + " " + ssd::dtype_name(m.model.weights.dtype) + " on " +
-                 m.backend->device_name());
+                 m.backend->device_name() + ", --gemm " + bench_gemm());
 }
 
 }  // namespace
@@ -186,10 +192,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   try {
-    (void)ssd::make_backend(bench_backend(), threads[0], "invariant", "");
+    (void)ssd::make_backend(bench_backend(), threads[0], bench_gemm(), "");
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_decode: SSD_BENCH_BACKEND=%s: %s\n", bench_backend().c_str(),
-                 e.what());
+    std::fprintf(stderr, "bench_decode: SSD_BENCH_BACKEND=%s SSD_BENCH_GEMM=%s: %s\n",
+                 bench_backend().c_str(), bench_gemm().c_str(), e.what());
     return 1;
   }
   for (const std::string& preset : bench_models()) {

@@ -79,8 +79,9 @@ std::string host_name() {
 
 CudaGemm cuda_gemm(const std::string& gemm) {
   if (gemm == "invariant") return CudaGemm::Auto;
+  if (gemm == "invariant-tc") return CudaGemm::AutoTc;
   if (gemm == "cublas") return CudaGemm::Cublas;
-  throw InputError("--gemm " + gemm + ": the cuda backend has invariant or cublas");
+  throw InputError("--gemm " + gemm + ": the cuda backend has invariant, invariant-tc or cublas");
 }
 
 // This rank's index among the ranks on its node, and how many there are. Collective over

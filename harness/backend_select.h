@@ -41,6 +41,7 @@ struct BackendSetup {
 //   threads  CPU threads (>= 1) for cpu; only reported by cuda.
 //   gemm     cpu:  "invariant" (batch-invariant, the default) | "openblas";
 //            cuda: "invariant" (batch-invariant kernel up to 64 rows, cuBLAS above: prefill) |
+//                  "invariant-tc" (the same with the tensor-core invariant kernel) |
 //                  "cublas" (cuBLAS for every call; not batch-invariant).
 //   devices  "" or comma-separated GPU indices, one per node-local rank, e.g. "0,1,2".
 // Throws ssd::InputError (one line naming the flag) for an unknown name or gemm, a malformed

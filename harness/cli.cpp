@@ -176,9 +176,10 @@ void add_hardware_flags(CLI::App& app, RunConfig& c) {
   app.add_option("--gemm", c.gemm,
                  "CPU GEMM: invariant (batch-invariant, bit-exact across batch shapes) or "
                  "openblas (faster prefill, not batch-invariant); CUDA: invariant (own kernel "
-                 "up to 64 rows, cuBLAS above) or cublas")
+                 "up to 64 rows, cuBLAS above), invariant-tc (the same on tensor cores: "
+                 "several rows cost about one, a one-row step can be slower) or cublas")
       ->group(hardware)
-      ->check(CLI::IsMember({"invariant", "openblas", "cublas"}))
+      ->check(CLI::IsMember({"invariant", "invariant-tc", "openblas", "cublas"}))
       ->capture_default_str();
   add_weight_dtype_flag(app, c.weight_dtype, hardware);
 }
@@ -244,9 +245,10 @@ void add_characterize_flags(CLI::App& app, CharacterizeConfig& c) {
                  "CPU threads per rank (default: the node's cores / its ranks)")
       ->group(hardware)
       ->check(at_least(1));
-  app.add_option("--gemm", c.gemm, "GEMM kernel, as for a run (invariant, openblas, cublas)")
+  app.add_option("--gemm", c.gemm,
+                 "GEMM kernel, as for a run (invariant, invariant-tc, openblas, cublas)")
       ->group(hardware)
-      ->check(CLI::IsMember({"invariant", "openblas", "cublas"}))
+      ->check(CLI::IsMember({"invariant", "invariant-tc", "openblas", "cublas"}))
       ->capture_default_str();
   add_weight_dtype_flag(app, c.weight_dtype, hardware);
   app.add_option("-k,--lookahead", c.lookahead, "K: verification is K+1 rows per sequence")

@@ -91,6 +91,10 @@ fi
 if [[ " $steps " == *" bench "* ]]; then
   step bench_decode 600 env SSD_BENCH_BACKEND=cuda SSD_BENCH_MODELS=llama-3.2-1b,llama-3.1-8b SSD_BENCH_CONTEXTS=16,512 \
     "$build/bench/bench_decode" --benchmark_min_time=1
+  # The tensor-core invariant GEMM (--gemm invariant-tc) beside it, at the verification's rows.
+  step bench_decode_tc 600 env SSD_BENCH_BACKEND=cuda SSD_BENCH_GEMM=invariant-tc \
+    SSD_BENCH_MODELS=llama-3.2-1b,llama-3.1-8b SSD_BENCH_CONTEXTS=512 SSD_BENCH_ROWS=1,5,16 \
+    "$build/bench/bench_decode" --benchmark_min_time=1
   # HBM bandwidth, cuBLAS GEMM throughput at both models' shapes, forward-pass kinds and the
   # verification window, on the GPU (NCCL all-reduce figures need a TP group of >= 2 GPUs).
   step characterize 600 "$bench" characterize --backend cuda --target synthetic:llama-3.1-8b \

@@ -74,14 +74,15 @@ const Tokens kPrefix = {1, 17, 200, 3, 45, 99, 250};
 class CudaModel : public GpuTest {};
 
 // Prefill then decode steps: CUDA logits within bf16 tolerance of the fp32 CPU logits.
-void check_logits_vs_cpu(const std::string& preset, int invariant_max_rows) {
-  auto backend = std::make_unique<CudaBackend>(0);
+void check_logits_vs_cpu(const std::string& preset, int invariant_max_rows,
+                         CudaGemm gemm = CudaGemm::Auto) {
+  auto backend = std::make_unique<CudaBackend>(0, 1, gemm);
   backend->set_invariant_max_rows(invariant_max_rows);
   Loaded g(preset, std::move(backend));
   Loaded c(preset, std::make_unique<CpuBackend>(2));
   Session sg(g, 1, 64), sc(c, 1, 64);
-  const std::string what =
-      preset + " (invariant up to " + std::to_string(invariant_max_rows) + " rows)";
+  const std::string what = preset + " (" + (gemm == CudaGemm::AutoTc ? "tensor-core " : "") +
+                           "invariant up to " + std::to_string(invariant_max_rows) + " rows)";
   expect_logits_close(sg.append(0, kPrefix), sc.append(0, kPrefix), what + " prefill");
   for (int32_t token : {5, 250, 7, 7, 130, 2, 99})
     expect_logits_close(sg.append(0, {token}), sc.append(0, {token}),
@@ -102,6 +103,10 @@ TEST_F(CudaModel, OtherShapesLogitsMatchCpu) {
   check_logits_vs_cpu("tiny-llama-other", CudaBackend::kDefaultInvariantMaxRows);
   check_logits_vs_cpu("tiny-llama-tied", CudaBackend::kDefaultInvariantMaxRows);
 }
+TEST_F(CudaModel, TensorCoreGemmLogitsMatchCpu) {
+  check_logits_vs_cpu("tiny-llama", CudaBackend::kDefaultInvariantMaxRows, CudaGemm::AutoTc);
+  check_logits_vs_cpu("tiny-qwen3", CudaBackend::kDefaultInvariantMaxRows, CudaGemm::AutoTc);
+}
 TEST_F(CudaModel, CublasPrefillLogitsMatchCpu) {
   // Threshold 1: the 7-token prefill and the 4-token append go through cuBLAS.
   check_logits_vs_cpu("tiny-llama", 1);
@@ -110,8 +115,8 @@ TEST_F(CudaModel, CublasPrefillLogitsMatchCpu) {
 
 // A sequence decoded alone equals the same sequence in a batch of three, and a K+1-token
 // verification equals K+1 one-token decodes, bit for bit.
-void check_batch_invariance(const std::string& preset) {
-  Loaded m(preset, cuda());
+void check_batch_invariance(const std::string& preset, CudaGemm gemm = CudaGemm::Auto) {
+  Loaded m(preset, cuda(gemm));
   const int vocab = m.vocab();
   const std::vector<Tokens> prompts = {{4, 5, 6}, {1, 17, 200, 3, 45, 99, 250, 31, 2}, {77}};
   const std::vector<Tokens> steps = {{20, 21, 22}, {30, 31, 32}, {40, 41, 42}, {50, 51, 52}};
@@ -154,6 +159,10 @@ TEST_F(CudaModel, LlamaBatchInvariant) {
 }
 TEST_F(CudaModel, Qwen3BatchInvariant) {
   check_batch_invariance("tiny-qwen3");
+}
+TEST_F(CudaModel, TensorCoreGemmIsBatchInvariant) {
+  check_batch_invariance("tiny-llama", CudaGemm::AutoTc);
+  check_batch_invariance("tiny-qwen3", CudaGemm::AutoTc);
 }
 
 // --- backend selection ---

@@ -182,23 +182,32 @@ void check_matmul(CudaBackend& gpu, CpuBackend& cpu, CudaGemm kernel, int rows, 
   cpu.matmul(oc, xc, wc, rows, in, out_dim);
   // The output's bf16 rounding (2^-9 relative) plus fp32 summation differences, scaled by
   // the typical magnitude of a sum of `in` products of values in [-1, 1].
-  expect_close(
-      get(gpu, og, size_t(rows) * out_dim), get(cpu, oc, size_t(rows) * out_dim), 8e-3, 1e-5 * in,
-      std::string(kernel == CudaGemm::Cublas ? "cublas" : "invariant") + " matmul " +
-          std::to_string(rows) + "x" + std::to_string(in) + " -> " + std::to_string(out_dim));
+  const char* name = kernel == CudaGemm::Cublas        ? "cublas"
+                     : kernel == CudaGemm::InvariantTc ? "invariant-tc"
+                                                       : "invariant";
+  expect_close(get(gpu, og, size_t(rows) * out_dim), get(cpu, oc, size_t(rows) * out_dim), 8e-3,
+               1e-5 * in,
+               std::string(name) + " matmul " + std::to_string(rows) + "x" + std::to_string(in) +
+                   " -> " + std::to_string(out_dim));
   for (Buffer* b : {&xg, &wg, &og}) gpu.release(*b);
   for (Buffer* b : {&xc, &wc, &oc}) cpu.release(*b);
 }
 
+// The two batch-invariant kernels: CUDA cores (the default) and tensor cores (--gemm
+// invariant-tc).
+constexpr CudaGemm kInvariantKernels[] = {CudaGemm::Invariant, CudaGemm::InvariantTc};
+
 TEST_F(CudaOps, InvariantMatmulMatchesCpu) {
-  // Vector path (in % 8 == 0) with every row tile (1, 2, 4, 8 and several 8-row passes) and
-  // column grouping, and the scalar path (in % 8 != 0).
-  for (const auto& [rows, in, out] :
-       {std::tuple{1, 64, 64}, std::tuple{2, 48, 96}, std::tuple{3, 160, 64},
-        std::tuple{1, 4096, 1024}, std::tuple{7, 1024, 4096}, std::tuple{16, 2048, 300},
-        std::tuple{64, 256, 1000}, std::tuple{1, 100, 37}, std::tuple{5, 13, 9},
-        std::tuple{12, 1001, 70}})
-    check_matmul(*gpu, cpu, CudaGemm::Invariant, rows, in, out);
+  // Vector / tensor-core path (in % 8 == 0) with every row tile (1, 2, 4, 8 and several 8-row
+  // passes; 8, 16 and 32 on tensor cores) and column grouping, a partial last k-step (in 48, 160,
+  // 1000), and the scalar path (in % 8 != 0).
+  for (const CudaGemm kernel : kInvariantKernels)
+    for (const auto& [rows, in, out] :
+         {std::tuple{1, 64, 64}, std::tuple{2, 48, 96}, std::tuple{3, 160, 64},
+          std::tuple{1, 4096, 1024}, std::tuple{7, 1024, 4096}, std::tuple{16, 2048, 300},
+          std::tuple{64, 256, 1000}, std::tuple{1, 100, 37}, std::tuple{5, 13, 9},
+          std::tuple{12, 1001, 70}, std::tuple{40, 1000, 33}})
+      check_matmul(*gpu, cpu, kernel, rows, in, out);
 }
 
 TEST_F(CudaOps, CublasMatmulMatchesCpu) {
@@ -217,44 +226,47 @@ TEST_F(CudaOps, AutoGemmSwitchesToCublasAboveTheThreshold) {
 // Row r of a many-row call equals row r computed alone and in every smaller call, bit for bit:
 // what makes greedy SD equal AR.
 TEST_F(CudaOps, InvariantMatmulIsBatchInvariant) {
-  for (const auto& [in, out] : {std::pair{4096, 300}, std::pair{64, 64}, std::pair{1024, 2048},
-                                std::pair{100, 37}, std::pair{8, 5}}) {
-    const int max_rows = 16;
-    const std::vector<float> x = random_bf16(size_t(max_rows) * in, 31 + in);
-    const std::vector<float> w = random_bf16(size_t(out) * in, 37 + out);
-    Buffer wg = gpu->upload_weight(w.data(), w.size());
-    Buffer xg = put(*gpu, x);
-    Buffer og = gpu->alloc(size_t(100) * out);
-    gpu->matmul_with(CudaGemm::Invariant, og, xg, wg, max_rows, in, out);
-    const std::vector<float> full = get(*gpu, og, size_t(max_rows) * out);
-    const std::string shape = std::to_string(in) + " -> " + std::to_string(out);
-    for (int rows = 1; rows < max_rows; ++rows) {
-      gpu->matmul_with(CudaGemm::Invariant, og, xg, wg, rows, in, out);
-      expect_bitwise_equal(get(*gpu, og, size_t(rows) * out),
-                           std::vector<float>(full.begin(), full.begin() + size_t(rows) * out),
-                           shape + ": first " + std::to_string(rows) + " rows");
+  for (const CudaGemm kernel : kInvariantKernels)
+    for (const auto& [in, out] : {std::pair{4096, 300}, std::pair{64, 64}, std::pair{1024, 2048},
+                                  std::pair{100, 37}, std::pair{8, 5}}) {
+      const int max_rows = 16;
+      const std::vector<float> x = random_bf16(size_t(max_rows) * in, 31 + in);
+      const std::vector<float> w = random_bf16(size_t(out) * in, 37 + out);
+      Buffer wg = gpu->upload_weight(w.data(), w.size());
+      Buffer xg = put(*gpu, x);
+      Buffer og = gpu->alloc(size_t(100) * out);
+      gpu->matmul_with(kernel, og, xg, wg, max_rows, in, out);
+      const std::vector<float> full = get(*gpu, og, size_t(max_rows) * out);
+      const std::string shape =
+          std::string(kernel == CudaGemm::InvariantTc ? "invariant-tc " : "invariant ") +
+          std::to_string(in) + " -> " + std::to_string(out);
+      for (int rows = 1; rows < max_rows; ++rows) {
+        gpu->matmul_with(kernel, og, xg, wg, rows, in, out);
+        expect_bitwise_equal(get(*gpu, og, size_t(rows) * out),
+                             std::vector<float>(full.begin(), full.begin() + size_t(rows) * out),
+                             shape + ": first " + std::to_string(rows) + " rows");
+      }
+      // Each row alone, from its own buffer (as a 1-row decode would).
+      for (int r = 0; r < max_rows; ++r) {
+        Buffer one = put(
+            *gpu, std::vector<float>(x.begin() + size_t(r) * in, x.begin() + size_t(r + 1) * in));
+        gpu->matmul_with(kernel, og, one, wg, 1, in, out);
+        expect_bitwise_equal(
+            get(*gpu, og, size_t(out)),
+            std::vector<float>(full.begin() + size_t(r) * out, full.begin() + size_t(r + 1) * out),
+            shape + ": row " + std::to_string(r) + " alone");
+        gpu->release(one);
+      }
+      // Many rows (several 8-row passes): the first 16 rows are unchanged.
+      std::vector<float> many = x;
+      const std::vector<float> more = random_bf16(size_t(100 - max_rows) * in, 41 + in);
+      many.insert(many.end(), more.begin(), more.end());
+      Buffer xm = put(*gpu, many);
+      gpu->matmul_with(kernel, og, xm, wg, 100, in, out);
+      expect_bitwise_equal(get(*gpu, og, size_t(max_rows) * out), full,
+                           shape + ": first 16 of 100 rows");
+      for (Buffer* b : {&wg, &xg, &og, &xm}) gpu->release(*b);
     }
-    // Each row alone, from its own buffer (as a 1-row decode would).
-    for (int r = 0; r < max_rows; ++r) {
-      Buffer one =
-          put(*gpu, std::vector<float>(x.begin() + size_t(r) * in, x.begin() + size_t(r + 1) * in));
-      gpu->matmul_with(CudaGemm::Invariant, og, one, wg, 1, in, out);
-      expect_bitwise_equal(
-          get(*gpu, og, size_t(out)),
-          std::vector<float>(full.begin() + size_t(r) * out, full.begin() + size_t(r + 1) * out),
-          shape + ": row " + std::to_string(r) + " alone");
-      gpu->release(one);
-    }
-    // Many rows (several 8-row passes): the first 16 rows are unchanged.
-    std::vector<float> many = x;
-    const std::vector<float> more = random_bf16(size_t(100 - max_rows) * in, 41 + in);
-    many.insert(many.end(), more.begin(), more.end());
-    Buffer xm = put(*gpu, many);
-    gpu->matmul_with(CudaGemm::Invariant, og, xm, wg, 100, in, out);
-    expect_bitwise_equal(get(*gpu, og, size_t(max_rows) * out), full,
-                         shape + ": first 16 of 100 rows");
-    for (Buffer* b : {&wg, &xg, &og, &xm}) gpu->release(*b);
-  }
 }
 
 TEST_F(CudaOps, RopeMatchesCpu) {

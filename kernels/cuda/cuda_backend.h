@@ -21,6 +21,10 @@
 //     butterfly, then the 4 warps' partials in a fixed tree), never by `rows` or by which other
 //     rows share the call. A row's logits are therefore bit-identical in a 1-row decode, a
 //     K+1-row verification and a many-row branch batch: greedy SD == AR token for token.
+//     CudaGemm::AutoTc / InvariantTc (--gemm invariant-tc) run the same contract on the tensor
+//     cores instead (matmul_tc_kernel.cu; another fixed order, so its bits differ from the
+//     default's): several rows cost about what one does, but a one-row step of an 8B model is
+//     ~11% slower on an H100, so it is a choice, not the default.
 //   - rows > invariant_max_rows() (prefill): cuBLAS (cublasGemmEx, bf16 in and out, fp32
 //     compute, tensor cores). cuBLAS may choose a different algorithm for each M, so these rows
 //     are not batch-invariant; AR and SD issue the identical prefill call for the same prompt,
@@ -57,7 +61,8 @@ namespace ssd {
 // Auto: the invariant kernel up to invariant_max_rows() rows, cuBLAS above (the default).
 // Invariant: the invariant kernel for every call (bit-exact for any batch shape, slow prefill).
 // Cublas: cuBLAS for every call (throughput studies; not batch-invariant).
-enum class CudaGemm { Auto, Invariant, Cublas };
+// AutoTc, InvariantTc: as Auto and Invariant with the tensor-core invariant kernel.
+enum class CudaGemm { Auto, Invariant, Cublas, AutoTc, InvariantTc };
 
 class CudaBackend final : public Backend {
  public:

@@ -60,9 +60,7 @@ void CudaBackend::rmsnorm(Buffer& out, const Buffer& x, const Buffer& weight, in
 
 void CudaBackend::matmul(Buffer& out, const Buffer& x, const Buffer& w, int rows, int in,
                          int out_dim) {
-  const bool invariant =
-      gemm_ == CudaGemm::Invariant || (gemm_ == CudaGemm::Auto && rows <= invariant_max_rows_);
-  matmul_with(invariant ? CudaGemm::Invariant : CudaGemm::Cublas, out, x, w, rows, in, out_dim);
+  matmul_with(gemm_, out, x, w, rows, in, out_dim);
 }
 
 void CudaBackend::matmul_with(CudaGemm kernel, Buffer& out, const Buffer& x, const Buffer& w,
@@ -74,13 +72,20 @@ void CudaBackend::matmul_with(CudaGemm kernel, Buffer& out, const Buffer& x, con
   check_elements(out, size_t(rows) * size_t(out_dim), "CudaBackend::matmul (out)");
   if (kernel == CudaGemm::Auto)
     kernel = rows <= invariant_max_rows_ ? CudaGemm::Invariant : CudaGemm::Cublas;
+  if (kernel == CudaGemm::AutoTc)
+    kernel = rows <= invariant_max_rows_ ? CudaGemm::InvariantTc : CudaGemm::Cublas;
   make_current();
-  if (kernel == CudaGemm::Invariant) {
-    if (!note_launch({kOpMatmul, word(out.data), word(x.data), word(w.data), word(rows), word(in),
-                      word(out_dim)}))
+  if (kernel == CudaGemm::Invariant || kernel == CudaGemm::InvariantTc) {
+    const bool tc = kernel == CudaGemm::InvariantTc;
+    if (!note_launch({kOpMatmul, word(int(tc)), word(out.data), word(x.data), word(w.data),
+                      word(rows), word(in), word(out_dim)}))
       return;
-    cuda_kernels::matmul_invariant(data(out), data(x), data(w), rows, in, out_dim, sm_count_,
-                                   stream_);
+    if (tc)
+      cuda_kernels::matmul_invariant_tc(data(out), data(x), data(w), rows, in, out_dim, sm_count_,
+                                        stream_);
+    else
+      cuda_kernels::matmul_invariant(data(out), data(x), data(w), rows, in, out_dim, sm_count_,
+                                     stream_);
   } else {
     // cuBLAS may allocate or pick its algorithm at run time: never recorded (prefill only).
     if (!recordable_launch()) return;

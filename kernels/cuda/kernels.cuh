@@ -90,10 +90,15 @@ void attention(bf16* out, float* partials, const bf16* q, const bf16* k_cache, c
                const DeviceMask& mask, int rows, int heads, int kv_heads, int head_dim,
                int capacity, int longest_list, cudaStream_t stream);
 
-// --- GEMM (matmul_kernel.cu) ---
+// --- GEMM (matmul_kernel.cu, matmul_tc_kernel.cu) ---
 
-// out[r][j] = sum_k x[r][k] * w[j][k], the batch-invariant kernel (see matmul_kernel.cu).
+// out[r][j] = sum_k x[r][k] * w[j][k], the batch-invariant kernel on the CUDA cores (see
+// matmul_kernel.cu).
 void matmul_invariant(bf16* out, const bf16* x, const bf16* w, int rows, int in, int out_dim,
                       int sm_count, cudaStream_t stream);
+// The same product, batch-invariant too, on the tensor cores (see matmul_tc_kernel.cu); its
+// summation order differs from matmul_invariant's, so the two never mix within a run.
+void matmul_invariant_tc(bf16* out, const bf16* x, const bf16* w, int rows, int in, int out_dim,
+                         int sm_count, cudaStream_t stream);
 
 }  // namespace ssd::cuda_kernels

@@ -177,7 +177,7 @@ void add_hardware_flags(CLI::App& app, RunConfig& c) {
                  "CPU GEMM: invariant (batch-invariant, bit-exact across batch shapes) or "
                  "openblas (faster prefill, not batch-invariant); CUDA: invariant (own kernel "
                  "up to 64 rows, cuBLAS above), invariant-tc (the same on tensor cores: "
-                 "several rows cost about one, a one-row step can be slower) or cublas")
+                 "multi-row steps cost less, a one-row step can cost more) or cublas")
       ->group(hardware)
       ->check(CLI::IsMember({"invariant", "invariant-tc", "openblas", "cublas"}))
       ->capture_default_str();

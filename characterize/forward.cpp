@@ -17,22 +17,39 @@
 namespace ssd {
 namespace {
 
-ForwardResult timed(ModelGroup& g, const ForwardBatch& batch, const char* model, const char* kind,
-                    int sequences, int rank, const ForwardPlan& plan, int context = -1) {
+// One kind of forward pass to time: its batch, its kind and the context it steps from.
+struct Pass {
+  ForwardBatch batch;
+  const char* kind;
+  int sequences;
+  int context;
+};
+
+// The passes timed together (time_calls_interleaved: their batches in turn), one result each.
+std::vector<ForwardResult> timed(ModelGroup& g, const std::vector<Pass>& passes, const char* model,
+                                 int rank, const ForwardPlan& plan) {
   std::vector<float> logits;
-  Backend& backend = *g.model().backend;
-  const Timing t = time_calls(
-      backend, [&] { g.forward(batch, logits); }, plan.min_time);
-  return {.rank = rank,
-          .model = model,
-          .kind = kind,
-          .rows = batch.rows(),
-          .sequences = sequences,
-          .calls = t.calls,
-          .context = context < 0 ? plan.context : context,
-          .seconds = t.median_s,
-          .best_seconds = t.best_s,
-          .concurrent = plan.concurrent};
+  std::vector<std::function<void()>> calls;
+  for (const Pass& pass : passes) calls.push_back([&] { g.forward(pass.batch, logits); });
+  const std::vector<Timing> times =
+      time_calls_interleaved(*g.model().backend, calls, plan.min_time);
+  std::vector<ForwardResult> out;
+  for (size_t i = 0; i < passes.size(); ++i)
+    out.push_back({.rank = rank,
+                   .model = model,
+                   .kind = passes[i].kind,
+                   .rows = passes[i].batch.rows(),
+                   .sequences = passes[i].sequences,
+                   .calls = times[i].calls,
+                   .context = passes[i].context,
+                   .seconds = times[i].median_s,
+                   .best_seconds = times[i].best_s,
+                   .concurrent = plan.concurrent});
+  return out;
+}
+
+void append(std::vector<ForwardResult>& out, const std::vector<ForwardResult>& more) {
+  out.insert(out.end(), more.begin(), more.end());
 }
 
 // Forward passes over m tokens per sequence with every row's logits: the cost curve between the
@@ -57,18 +74,16 @@ int curve_capacity(int K) {
   return std::max(K + 1, curve_tokens(K).back());
 }
 
-void time_curve(ModelGroup& g, const ForwardPlan& p, const char* model, int rank,
-                std::vector<ForwardResult>& out) {
-  const int vocab = g.config().vocab_size;
+// The curve's passes (kind "rows"), for timing beside a model's other single passes.
+void add_curve(const ForwardPlan& p, int vocab, std::vector<Pass>& passes) {
   for (int m : curve_tokens(p.lookahead))
-    out.push_back(
-        timed(g, causal_step(p.batch, p.context, m, vocab, true), model, "rows", p.batch, rank, p));
+    passes.push_back({causal_step(p.batch, p.context, m, vocab, true), "rows", p.batch, p.context});
   // The longest step again at a quarter of the context: the difference is what attending to the
   // context costs per row and token, which predictions scale to a run's own context.
   const int short_context = p.context / 4;
   if (short_context >= 1)
-    out.push_back(timed(g, causal_step(p.batch, short_context, kMostCurveTokens, vocab, true),
-                        model, "rows", p.batch, rank, p, short_context));
+    passes.push_back({causal_step(p.batch, short_context, kMostCurveTokens, vocab, true), "rows",
+                      p.batch, short_context});
 }
 
 // One token for each of many sequences (kind "sequences"): an AR step over a batch, each row
@@ -78,8 +93,10 @@ void time_sequences(ModelGroup& g, const ForwardPlan& p, const char* model, int 
                     std::vector<ForwardResult>& out) {
   const int many = std::max(kManySequences, 2 * p.batch);
   prefill(g, many, p.context, p.context + 1);
-  out.push_back(timed(g, causal_step(many, p.context, 1, g.config().vocab_size, false), model,
-                      "sequences", many, rank, p));
+  append(out, timed(g,
+                    {{causal_step(many, p.context, 1, g.config().vocab_size, false), "sequences",
+                      many, p.context}},
+                    model, rank, p));
 }
 
 // Releases the TP followers from serve() on every path out of the leader, an exception
@@ -157,11 +174,13 @@ std::vector<ForwardResult> time_target_forwards(Model& model, MPI_Comm group, in
   std::vector<ForwardResult> out;
   time_sequences(g, p, "target", rank, out);
   prefill(g, p.batch, p.context, p.context + curve_capacity(K));
-  out.push_back(
-      timed(g, causal_step(p.batch, p.context, 1, vocab, false), "target", "ar", p.batch, rank, p));
+  // The AR step, the verification and the curve together: predictions read them as ratios.
   const ForwardBatch verify = causal_step(p.batch, p.context, K + 1, vocab, true);
-  out.push_back(timed(g, verify, "target", "verify", p.batch, rank, p));
-  time_curve(g, p, "target", rank, out);
+  std::vector<Pass> passes = {
+      {causal_step(p.batch, p.context, 1, vocab, false), "ar", p.batch, p.context},
+      {verify, "verify", p.batch, p.context}};
+  add_curve(p, vocab, passes);
+  append(out, timed(g, passes, "target", rank, p));
   if (sd_draft)
     for (const ForwardResult& r : time_sd_rounds(g, *sd_draft, rank, p)) out.push_back(r);
   if (p.peer >= 0) {
@@ -187,15 +206,15 @@ std::vector<ForwardResult> time_draft_forwards(Model& model, int rank, const For
   time_sequences(g, p, "draft", rank, out);
   prefill(g, p.batch, p.context,
           std::max(scratch + per_sequence * K, p.context + curve_capacity(K)));
-  out.push_back(timed(g, causal_step(p.batch, p.context, 1, vocab, false), "draft", "draft",
-                      p.batch, rank, p));
   // The glue step also writes the speculation's K/V, which the branch steps attend to.
-  out.push_back(timed(g, causal_step(p.batch, p.context, K + 1, vocab, true), "draft", "glue",
-                      p.batch, rank, p));
-  time_curve(g, p, "draft", rank, out);
+  std::vector<Pass> passes = {
+      {causal_step(p.batch, p.context, 1, vocab, false), "draft", p.batch, p.context},
+      {causal_step(p.batch, p.context, K + 1, vocab, true), "glue", p.batch, p.context}};
+  add_curve(p, vocab, passes);
   for (int rows : p.branch_rows)
-    out.push_back(timed(g, branch_step(p.batch, p.context, K, rows, scratch, vocab), "draft",
-                        "branch", p.batch, rank, p));
+    passes.push_back(
+        {branch_step(p.batch, p.context, K, rows, scratch, vocab), "branch", p.batch, p.context});
+  append(out, timed(g, passes, "draft", rank, p));
   if (p.peer >= 0) {
     const ForwardBatch branches = branch_step(p.batch, p.context, K, most_rows, scratch, vocab);
     std::vector<float> logits;

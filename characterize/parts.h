@@ -46,6 +46,13 @@ struct Timing {
 // microsecond GEMMs.
 Timing time_calls(Backend& backend, const std::function<void()>& call, double min_time);
 
+// time_calls for several calls at once, their batches taken in turn (each call's first batch,
+// then each call's second, ...), so that drift of a shared host moves them alike. One Timing
+// per call, in order; each call still gets min_time.
+std::vector<Timing> time_calls_interleaved(Backend& backend,
+                                           const std::vector<std::function<void()>>& calls,
+                                           double min_time);
+
 // ---- results: what each rank measures ----
 
 struct MemoryResult {  // Backend::copy of one buffer into another

@@ -149,7 +149,8 @@ int print_forward(std::ostream& os, const CharacterizeReport& r) {
         "branch-masked step; host = the CPU work per logits row (argmax, sample = softmax + "
         "draw, candidates = top 64); sd = SD's collocated round, verify then K draft steps on "
         "one rank; timed alone (AR, SD) or beside = while the other model's rank timed its own "
-        "(SSD); ms = per call in the median of 5 batches (sd, ssd: mean over the rounds); best = "
+        "(SSD); ms = per call in the median of 5 batches, a model's ar, verify, draft, glue, rows "
+        "and branch batches taken in turns (sd, ssd: mean over the rounds); best = "
         "fastest batch of calls; per verify = floor(window's verify / ms)\n";
   os << format("# %5s  %-6s %-10s %6s %5s %6s %6s %-6s %10s %10s %11s\n", "rank", "model", "kind",
                "rows", "seqs", "ctx", "calls", "timed", "ms", "ms best", "per verify");

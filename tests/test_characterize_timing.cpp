@@ -1,0 +1,96 @@
+// characterize's timer of several calls (characterize/timing.cpp): every call gets its own
+// batches, and the batches of the calls take turns, so that a host's drift during the
+// measurement moves every call alike.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "characterize/parts.h"
+#include "kernels/cpu/cpu_backend.h"
+
+namespace ssd {
+namespace {
+
+// The timer reads MPI_Wtime; a singleton MPI_Init needs no launcher.
+class MpiEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    int done = 0;
+    MPI_Initialized(&done);
+    if (!done) MPI_Init(nullptr, nullptr);
+  }
+  void TearDown() override { MPI_Finalize(); }
+};
+const auto* const kMpi = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
+
+// Busy for `seconds` (a sleep could take much longer than asked on a loaded host).
+void spin(double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+
+// The runs of one letter in `log`, as (letter, length) pairs.
+std::vector<std::pair<char, int>> runs_of(const std::string& log) {
+  std::vector<std::pair<char, int>> runs;
+  for (char c : log) {
+    if (runs.empty() || runs.back().first != c)
+      runs.push_back({c, 1});
+    else
+      ++runs.back().second;
+  }
+  return runs;
+}
+
+TEST(CharacterizeTiming, BatchesOfTheCallsTakeTurns) {
+  CpuBackend backend(1);
+  std::string log;
+  const std::vector<std::function<void()>> calls = {[&] {
+                                                      log += 'a';
+                                                      spin(200e-6);
+                                                    },
+                                                    [&] {
+                                                      log += 'b';
+                                                      spin(600e-6);
+                                                    }};
+  const double min_time = 0.03;
+  const std::vector<Timing> t = time_calls_interleaved(backend, calls, min_time);
+  ASSERT_EQ(t.size(), 2u);
+  // Each call's warm-up and the call that sizes its batches, then 5 rounds of a batch of a, then
+  // a batch of b.
+  ASSERT_GE(log.size(), 4u);
+  EXPECT_EQ(log.substr(0, 4), "aabb");
+  const auto runs = runs_of(log.substr(4));
+  ASSERT_EQ(runs.size(), 10u) << log;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    EXPECT_EQ(runs[i].first, i % 2 == 0 ? 'a' : 'b') << log;
+    EXPECT_EQ(runs[i].second, runs[i % 2].second) << "batch sizes differ: " << log;
+  }
+  EXPECT_EQ(t[0].calls, 5 * runs[0].second);
+  EXPECT_EQ(t[1].calls, 5 * runs[1].second);
+  for (const Timing& one : t) EXPECT_LE(one.best_s, one.median_s);
+  EXPECT_GE(t[0].best_s, 200e-6);
+  EXPECT_GE(t[1].best_s, 600e-6);
+  EXPECT_GT(t[1].median_s, t[0].median_s);
+}
+
+TEST(CharacterizeTiming, OneCallIsTimeCalls) {
+  CpuBackend backend(1);
+  int calls = 0;
+  const Timing t = time_calls(
+      backend,
+      [&] {
+        ++calls;
+        spin(100e-6);
+      },
+      0.01);
+  EXPECT_EQ(calls, 2 + t.calls);  // warm-up and sizing call, then the timed batches
+  EXPECT_EQ(t.calls % 5, 0);
+  EXPECT_GE(t.best_s, 100e-6);
+}
+
+}  // namespace
+}  // namespace ssd

@@ -30,7 +30,8 @@ std::vector<ForwardResult> timed(ModelGroup& g, const std::vector<Pass>& passes,
                                  int rank, const ForwardPlan& plan) {
   std::vector<float> logits;
   std::vector<std::function<void()>> calls;
-  for (const Pass& pass : passes) calls.push_back([&] { g.forward(pass.batch, logits); });
+  for (const Pass& pass : passes)
+    calls.push_back([&g, &logits, batch = &pass.batch] { g.forward(*batch, logits); });
   const std::vector<Timing> times =
       time_calls_interleaved(*g.model().backend, calls, plan.min_time);
   std::vector<ForwardResult> out;

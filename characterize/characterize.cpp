@@ -217,6 +217,7 @@ void conclude(CharacterizeReport& report, const Backend& backend,
   for (const RankResults& r : report.ranks)
     forwards.insert(forwards.end(), r.forward.begin(), r.forward.end());
   report.window = verification_window(forwards, c.lookahead, c.batch_size);
+  report.unsteady = unsteady_passes(forwards);
   const MemoryResult& memory = report.ranks.front().memory;
   report.decode_bytes = linear_bytes(target_shapes, int(dtype_size(report.target_dtype)));
   const bool host = backend.weights_in_host_memory() && report.host_read;

@@ -83,6 +83,10 @@ void write_headline(ResultFile& f, const CharacterizeReport& r) {
     f.set_attr("/", "verify_ms", r.verify_ms);
   }
   f.set_attr("/", "decode_bytes_per_token", r.decode_bytes);
+  f.set_attr("/", "unsteady_passes", int64_t(r.unsteady.size()));
+  std::string unsteady;
+  for (const std::string& line : r.unsteady) unsteady += (unsteady.empty() ? "" : "; ") + line;
+  f.set_attr("/", "unsteady", unsteady);
   f.set_attr("/", "target_weight_dtype", dtype_name(r.target_dtype));
   f.set_attr("/", "ar_bound_gbps", r.bound_gbps);
   f.set_attr("/", "ar_bound_bandwidth", r.bound_source);

@@ -219,6 +219,11 @@ struct VerificationWindow {
 VerificationWindow verification_window(const std::vector<ForwardResult>& forwards, int lookahead,
                                        int batch);
 
+// The passes that timed clearly below a pass of fewer rows of the same model, context and
+// timing (a disturbed host; steadiness.cpp), each as one line ("target beside rows 3 rows
+// 9.870 ms < rows 2 rows 12.994 ms"); empty when the curves rise with rows.
+std::vector<std::string> unsteady_passes(const std::vector<ForwardResult>& forwards);
+
 // ---- console and file ----
 
 struct CharacterizeModel {
@@ -249,6 +254,7 @@ struct CharacterizeReport {
   // verify_ms is the measured verification (timed alone).
   double verify_rows = 0.0, verify_gflop = 0.0, verify_bound_ms = 0.0, verify_ms = 0.0;
   DType target_dtype = DType::F32;
+  std::vector<std::string> unsteady;  // unsteady_passes of every rank's forward passes
 };
 
 // Every resolved setting, as name = value pairs (console header, /config, config_json).

@@ -168,6 +168,33 @@ class Characterize(unittest.TestCase):
             a["host_fma_gflops"] * 1e9)
         self.assertAlmostEqual(a["verify_bound_ms"] / max(read_ms, fma_ms), 1.0, places=9)
         self.check_window(f, beside if draft_rank else alone, alone, K, b)
+        self.check_steadiness(f)
+
+    def check_steadiness(self, f):
+        """unsteady_passes: per curve (rank, model, timing, sequences, context; causal steps and
+        branch steps apart), the passes over 5% below the slowest pass of fewer rows before it."""
+        fw = f["forward"]
+        ranks = [int(r) for r in fw["rank"][...]]
+        kinds = list(zip(strings(f, "forward", "model_id"), strings(f, "forward", "kind_id")))
+        curves = {}
+        for i, (model, kind) in enumerate(kinds):
+            causal = kind in ("ar", "verify", "draft", "glue", "rows")
+            if model not in ("target", "draft") or not (causal or kind == "branch"):
+                continue
+            key = (ranks[i], model, int(fw["concurrent"][i]), int(fw["sequences"][i]),
+                   int(fw["context"][i]), causal)
+            curves.setdefault(key, []).append((int(fw["rows"][i]), float(fw["seconds"][i])))
+        flagged = 0
+        for passes in curves.values():
+            passes.sort(key=lambda p: p[0])  # stable: equal rows keep the file's order
+            slowest = None
+            for r, s in passes:
+                if slowest and slowest[0] < r and s < 0.95 * slowest[1]:
+                    flagged += 1
+                if slowest is None or s > slowest[1]:
+                    slowest = (r, s)
+        self.assertEqual(int(f.attrs["unsteady_passes"]), flagged)
+        self.assertEqual(len([x for x in str(f.attrs["unsteady"]).split("; ") if x]), flagged)
 
     def check_window(self, f, by_kind, alone, K, b):
         w = f["window"].attrs

@@ -1,6 +1,7 @@
-// characterize's timer of several calls (characterize/timing.cpp): every call gets its own
-// batches, and the batches of the calls take turns, so that a host's drift during the
-// measurement moves every call alike.
+// characterize's timing: its timer of several calls (characterize/timing.cpp), where every call
+// gets its own batches and the batches of the calls take turns, so that a host's drift during
+// the measurement moves every call alike; and its check that the passes' cost rises with their
+// rows (characterize/steadiness.cpp), which flags a host disturbed while timing.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -90,6 +91,58 @@ TEST(CharacterizeTiming, OneCallIsTimeCalls) {
   EXPECT_EQ(calls, 2 + t.calls);  // warm-up and sizing call, then the timed batches
   EXPECT_EQ(t.calls % 5, 0);
   EXPECT_GE(t.best_s, 100e-6);
+}
+
+ForwardResult pass(const char* model, const char* kind, int rows, double ms, bool beside = false,
+                   int context = 128) {
+  return {.rank = model[0] == 't' ? 0 : 1,
+          .model = model,
+          .kind = kind,
+          .rows = rows,
+          .sequences = 1,
+          .calls = 10,
+          .context = context,
+          .seconds = ms * 1e-3,
+          .best_seconds = ms * 1e-3,
+          .concurrent = beside};
+}
+
+TEST(CharacterizeSteadiness, RisingCurvesAndSmallDipsPass) {
+  // Zen 5 results/characterize.txt (4ca099d): rows 4 and the verification 0.5-1.8% under rows 3.
+  const std::vector<ForwardResult> steady = {
+      pass("target", "ar", 1, 5.007),
+      pass("target", "rows", 2, 5.894),
+      pass("target", "rows", 3, 6.054),
+      pass("target", "rows", 4, 6.026),
+      pass("target", "verify", 5, 5.946),
+      pass("target", "rows", 16, 17.345),
+      pass("target", "rows", 16, 16.71, false, 32),  // another context: not the same curve
+      pass("draft", "draft", 1, 0.393),
+      pass("draft", "glue", 5, 0.719),
+      pass("draft", "branch", 5, 0.733),
+      pass("draft", "branch", 40, 5.435),
+      pass("host", "argmax", 1, 0.004),
+      pass("sd", "verify", 5, 6.32)};
+  EXPECT_TRUE(unsteady_passes(steady).empty());
+}
+
+TEST(CharacterizeSteadiness, FlagsAPassOfMoreRowsClearlyBelowOneOfFewer) {
+  // A disturbed Zen 4 run: 2 rows timed while the host was busy, 3 and 4 after.
+  const std::vector<ForwardResult> disturbed = {
+      pass("target", "ar", 1, 7.8),
+      pass("target", "rows", 2, 13.197),
+      pass("target", "rows", 3, 10.32),
+      pass("target", "rows", 4, 12.2),
+      pass("target", "verify", 5, 13.461),
+      pass("target", "ar", 1, 8.15, true),
+      pass("target", "verify", 5, 13.18, true),  // beside: a curve of its own, steady
+      pass("draft", "branch", 5, 1.6),
+      pass("draft", "branch", 10, 1.4)};
+  const std::vector<std::string> flagged = unsteady_passes(disturbed);
+  ASSERT_EQ(flagged.size(), 3u);
+  EXPECT_EQ(flagged[0], "target alone rows 3 rows 10.320 ms < rows 2 rows 13.197 ms");
+  EXPECT_EQ(flagged[1], "target alone rows 4 rows 12.200 ms < rows 2 rows 13.197 ms");
+  EXPECT_EQ(flagged[2], "draft alone branch 10 rows 1.400 ms < branch 5 rows 1.600 ms");
 }
 
 }  // namespace

@@ -207,6 +207,19 @@ def _load_char(path):
     return c
 
 
+def steadiness_note(char):
+    """The characterize file's own warning (ssd-bench's unsteady_passes attribute): passes of more
+    rows that timed clearly below passes of fewer, so the host was disturbed while it measured and
+    predictions inherit that. None when the file has no such passes (or predates the check)."""
+    if char is None:
+        return None
+    n = int(char.attrs.get("unsteady_passes", 0) or 0)
+    if n == 0:
+        return None
+    return (f"WARNING: the file flags {n} unsteady pass(es), timed while its host was disturbed "
+            f"(run characterize again): {char.attrs.get('unsteady', '')}")
+
+
 def predict_grid(args, out=print):
     char = _load_char(args.characterize)
     hw_name = args.hardware or ("cpu" if char is not None else "h100-sxm")
@@ -227,6 +240,8 @@ def predict_grid(args, out=print):
               "columns": "tok/s; K/B/fallback/shape = the best SSD config (Corollary 16); "
                          "B_win = per-sequence budget hidden by verification; "
                          "b* = Theorem 17; paper_* = Appendix B.3 (comparison only)"}
+    if steadiness_note(char):
+        header["steadiness"] = steadiness_note(char)
     rows = []
     for tp in tps:
         t_step, t_shape = steps_for(target, char, hw, tp, ctx, "--target")

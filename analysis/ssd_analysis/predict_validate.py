@@ -13,7 +13,7 @@ from . import io as sio
 from . import metrics as M
 from . import predict as P
 from .predict_cli import (_emit, _fmt, _load_char, beside_steps, layout_for, ssd_round_for,
-                          steps_for, turns_steps)
+                          steadiness_note, steps_for, turns_steps)
 
 
 def run_inputs(run):
@@ -246,6 +246,8 @@ def validate(args, out=print):
               "x_pred, x_meas, x_err": "an SD/SSD run's speedup over the AR run of its own "
                                        "sweep, predicted and measured: the host's drift "
                                        "between characterize and the sweep cancels"}
+    if steadiness_note(char):
+        header["steadiness"] = steadiness_note(char)
     _emit(rows, cols, args.format, header, out)
     counted = [r for r in rows if not r["oversubscribed"]]
     n_ok = sum(r["within"] for r in counted)

@@ -34,6 +34,23 @@ def fake_characterize(target="synthetic:llama-124m", draft="synthetic:llama-12m"
                            models={"target": {"spec": target}, "draft": {"spec": draft}})
 
 
+class Steadiness(unittest.TestCase):
+    """predict repeats the characterize file's own warning (its unsteady_passes attribute)."""
+
+    def test_warns_only_for_flagged_files(self):
+        from types import SimpleNamespace
+        from ssd_analysis.predict_cli import steadiness_note
+        self.assertIsNone(steadiness_note(None))
+        self.assertIsNone(steadiness_note(SimpleNamespace(attrs={})))  # before the check
+        self.assertIsNone(steadiness_note(SimpleNamespace(attrs={"unsteady_passes": 0,
+                                                                 "unsteady": ""})))
+        flagged = "target alone rows 3 rows 10.320 ms < rows 2 rows 13.197 ms"
+        note = steadiness_note(SimpleNamespace(attrs={"unsteady_passes": 1, "unsteady": flagged}))
+        self.assertIn("WARNING", note)
+        self.assertIn("1 unsteady", note)
+        self.assertIn(flagged, note)
+
+
 class SideBySide(unittest.TestCase):
     """AR and SD use the passes timed alone; SSD's overlapped verification and cache build the
     ones timed side by side, for the very pair characterize measured."""

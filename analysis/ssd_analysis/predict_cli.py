@@ -240,8 +240,9 @@ def predict_grid(args, out=print):
               "columns": "tok/s; K/B/fallback/shape = the best SSD config (Corollary 16); "
                          "B_win = per-sequence budget hidden by verification; "
                          "b* = Theorem 17; paper_* = Appendix B.3 (comparison only)"}
-    if steadiness_note(char):
-        header["steadiness"] = steadiness_note(char)
+    note = steadiness_note(char)
+    if note:
+        header["steadiness"] = note
     rows = []
     for tp in tps:
         t_step, t_shape = steps_for(target, char, hw, tp, ctx, "--target")

@@ -246,8 +246,9 @@ def validate(args, out=print):
               "x_pred, x_meas, x_err": "an SD/SSD run's speedup over the AR run of its own "
                                        "sweep, predicted and measured: the host's drift "
                                        "between characterize and the sweep cancels"}
-    if steadiness_note(char):
-        header["steadiness"] = steadiness_note(char)
+    note = steadiness_note(char)
+    if note:
+        header["steadiness"] = note
     _emit(rows, cols, args.format, header, out)
     counted = [r for r in rows if not r["oversubscribed"]]
     n_ok = sum(r["within"] for r in counted)

@@ -4,23 +4,27 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+# Each stage's heading gives the time since the start: CI allows 25 minutes in all on 2 cores.
+stage() { echo "== $* (at $((SECONDS / 60))m$((SECONDS % 60))s)"; }
 bash scripts/install-deps.sh
 jobs="$(nproc 2>/dev/null || echo 2)"
 
-echo "== Local one-node Slurm for the tests labelled slurm (scripts/slurm-local.sh)"
+stage "Local one-node Slurm for the tests labelled slurm (scripts/slurm-local.sh)"
 bash scripts/slurm-local.sh || echo "test.sh: no local Slurm; the tests labelled slurm will skip"
 
-echo "== Release build and tests"
+stage "Release build and tests"
 bash scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release
+stage "Release tests"
 ctest --test-dir build/release --output-on-failure -j "$jobs"
 
-echo "== Fuzzing: every loader and message decoder, 15 s each (scripts/fuzz.sh)"
+stage "Fuzzing: every loader and message decoder, 15 s each (scripts/fuzz.sh)"
 bash scripts/fuzz.sh 15
 
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
+stage "AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 # The CUDA code is compiled (and its skipping GPU tests run) in the Release pass above.
 bash scripts/build.sh build/sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DSSD_SANITIZE=address,undefined -DSSD_BUILD_BENCH=OFF -DSSD_CUDA=OFF
+stage "Sanitizer tests"
 # Open MPI keeps its start-up allocations until exit; those are its leaks, not ours.
 export LSAN_OPTIONS="suppressions=$root/tests/lsan.supp:print_suppressions=0"
 export ASAN_OPTIONS="detect_odr_violation=0"
@@ -31,3 +35,4 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # they test the job scripts and sweeps/run, not ssd-bench's code.
 ctest --test-dir build/sanitize --output-on-failure -j "$jobs" \
   -E "py_test_sd_lossless|py_test_analysis" -LE slurm
+stage "Done"

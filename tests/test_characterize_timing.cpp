@@ -3,7 +3,6 @@
 // the measurement moves every call alike; and its check that the passes' cost rises with their
 // rows (characterize/steadiness.cpp), which flags a host disturbed while timing.
 #include <gtest/gtest.h>
-#include <mpi.h>
 
 #include <chrono>
 #include <string>
@@ -11,21 +10,10 @@
 
 #include "characterize/parts.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/mpi_environment.h"  // MPI for the code under test
 
 namespace ssd {
 namespace {
-
-// The timer reads MPI_Wtime; a singleton MPI_Init needs no launcher.
-class MpiEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    int done = 0;
-    MPI_Initialized(&done);
-    if (!done) MPI_Init(nullptr, nullptr);
-  }
-  void TearDown() override { MPI_Finalize(); }
-};
-const auto* const kMpi = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
 
 // Busy for `seconds` (a sleep could take much longer than asked on a loaded host).
 void spin(double seconds) {

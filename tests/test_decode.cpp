@@ -17,21 +17,10 @@
 #include "ssd/decode.h"
 #include "ssd/drafter.h"
 #include "ssd/saguaro_drafter.h"
+#include "tests/mpi_environment.h"  // MPI for the code under test
 
 namespace ssd {
 namespace {
-
-// The global clock and PeerLink use MPI; a singleton MPI_Init needs no launcher.
-class MpiEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    int done = 0;
-    MPI_Initialized(&done);
-    if (!done) MPI_Init(nullptr, nullptr);
-  }
-  void TearDown() override { MPI_Finalize(); }
-};
-const auto* const kMpi = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
 
 // SSD's draft rank in process: answer the outcome, then build the next round's cache at once
 // (the target's verification follows instead of overlapping it).

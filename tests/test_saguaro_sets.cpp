@@ -22,21 +22,10 @@
 #include "ssd/fanout.h"
 #include "ssd/model_group.h"
 #include "ssd/saguaro_drafter.h"
+#include "tests/mpi_environment.h"  // MPI for the code under test
 
 namespace ssd {
 namespace {
-
-// PeerLink and the global clock use MPI; a singleton MPI_Init needs no launcher.
-class MpiEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    int done = 0;
-    MPI_Initialized(&done);
-    if (!done) MPI_Init(nullptr, nullptr);
-  }
-  void TearDown() override { MPI_Finalize(); }
-};
-const auto* const kMpi = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
 
 struct Drive {
   int rounds = 0, hits = 0;

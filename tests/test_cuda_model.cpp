@@ -190,6 +190,40 @@ TEST_F(CudaBackendSelect, CudaAndAutoPickTheGpu) {
   EXPECT_THROW(make_backend("gpu", 1, "invariant", ""), InputError);
 }
 
+// --gemm invariant-tc reaches the tensor-core kernel and --gemm invariant the CUDA-core one.
+// Every other test of the two would pass if the flag ran the same kernel both times: their
+// results agree to rounding and each is batch-invariant. What tells them apart is their
+// summation orders, visible in a few of the bf16-rounded outputs of a large product.
+TEST_F(CudaBackendSelect, GemmFlagPicksTheKernel) {
+  const int rows = 16, in = 4096, out = 4096;
+  const std::vector<float> x = random_bf16(size_t(rows) * in, 51);
+  const std::vector<float> w = random_bf16(size_t(out) * in, 53);
+  std::vector<float> by_flag[2], by_kernel[2];
+  const char* flags[2] = {"invariant", "invariant-tc"};
+  const CudaGemm kernels[2] = {CudaGemm::Invariant, CudaGemm::InvariantTc};
+  for (int i = 0; i < 2; ++i) {
+    const BackendSetup be = make_backend("cuda", 1, flags[i], "");
+    auto& gpu = dynamic_cast<CudaBackend&>(*be.backend);
+    Buffer xg = put(gpu, x), wg = gpu.upload_weight(w.data(), w.size());
+    Buffer og = gpu.alloc(size_t(rows) * out);
+    gpu.matmul(og, xg, wg, rows, in, out);  // the kernel --gemm chose
+    by_flag[i] = get(gpu, og, size_t(rows) * out);
+    gpu.matmul_with(kernels[i], og, xg, wg, rows, in, out);
+    by_kernel[i] = get(gpu, og, size_t(rows) * out);
+    for (Buffer* b : {&xg, &wg, &og}) gpu.release(*b);
+  }
+  for (int i = 0; i < 2; ++i)
+    expect_bitwise_equal(by_flag[i], by_kernel[i], std::string("--gemm ") + flags[i]);
+  // Each output's fp32 sum differs between the orders by ~1e-4 where a bf16 step is ~0.1: of
+  // 65536 outputs, some tens round differently (a chance of none: ~e^-40).
+  size_t differ = 0;
+  for (size_t k = 0; k < by_kernel[0].size(); ++k)
+    differ += std::memcmp(&by_kernel[0][k], &by_kernel[1][k], sizeof(float)) != 0;
+  std::printf("[ info ] invariant vs invariant-tc: %zu of %zu outputs differ in their bits\n",
+              differ, by_kernel[0].size());
+  EXPECT_GT(differ, 0u) << "the two kernels gave identical bits: one kernel ran twice";
+}
+
 // Runs without a GPU too (the CPU-only CI): the no-driver path must answer, not crash.
 TEST(CudaBackendSelectWithoutGpu, CudaIsAnInputErrorAndAutoFallsBack) {
   if (no_gpu_reason().empty()) GTEST_SKIP() << "a GPU is visible; this checks the no-GPU path";

@@ -1,7 +1,9 @@
 // GEMM microbenchmarks: the batch-invariant kernel with fp32 and bf16 weights, packed (what the
 // forward pass uses) and row-major, and OpenBLAS sgemm (fp32), at llama-124m's and Llama-3.2-1B's
 // linear shapes, for the row counts decoding uses: 1 (AR), 2, 4, 5 (K+1 = 5 verification), 8, 16
-// (batch x (K+1), SSD branches), and 128 (prefill).
+// (batch x (K+1), SSD branches), and 128 (prefill); and at the llama-12m draft's shapes with
+// 10, 20 and 40 rows as well: an SSD cache build runs K batched steps of one row per branch,
+// as many rows as the budget times the batch.
 //
 // Counters: FLOPS (2*M*in*out per call) and weight_BW (in*out*element bytes per call), both
 // rates. Weights cycle through copies totalling >= 128 MiB (at most 64 copies) so that, as in
@@ -181,11 +183,17 @@ int main(int argc, char** argv) {
   struct Shape {
     const char* name;
     int in, out;
+    bool draft;  // the draft's: the cache build's row counts too
   };
-  const Shape shapes[] = {{"124m.qo", 768, 768},     {"124m.kv", 768, 256},
-                          {"124m.gate", 768, 2048},  {"124m.down", 2048, 768},
-                          {"124m.head", 768, 32000}, {"1b.qo", 2048, 2048},
-                          {"1b.gate", 2048, 8192},   {"1b.down", 8192, 2048}};
+  const Shape shapes[] = {{"124m.qo", 768, 768, false},     {"124m.kv", 768, 256, false},
+                          {"124m.gate", 768, 2048, false},  {"124m.down", 2048, 768, false},
+                          {"124m.head", 768, 32000, false}, {"12m.qo", 256, 256, true},
+                          {"12m.kv", 256, 128, true},       {"12m.gate", 256, 688, true},
+                          {"12m.down", 688, 256, true},     {"12m.head", 256, 32000, true},
+                          {"1b.qo", 2048, 2048, false},     {"1b.gate", 2048, 8192, false},
+                          {"1b.down", 8192, 2048, false}};
+  const std::vector<int> target_rows = {1, 2, 4, 5, 8, 16, 128};
+  const std::vector<int> draft_rows = {1, 2, 4, 5, 8, 10, 16, 20, 40, 128};
   struct Kernel {
     const char* name;
     GemmFn fn;
@@ -203,7 +211,7 @@ int main(int argc, char** argv) {
   // slow an OpenMP kernel measured right after it when threads > 1.
   for (const Kernel& k : kernels) {
     for (const Shape& s : shapes) {
-      for (int rows : {1, 2, 4, 5, 8, 16, 128}) {
+      for (int rows : s.draft ? draft_rows : target_rows) {
         const std::string name = std::string(k.name) + "/" + s.name + "/" + std::to_string(s.in) +
                                  "x" + std::to_string(s.out) + "/M:" + std::to_string(rows) +
                                  "/threads:" + std::to_string(threads);

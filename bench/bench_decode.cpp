@@ -8,7 +8,8 @@
 // read: every weight in the format it is kept in -- the benchmark's weight dtype on cpu, bf16 on
 // cuda -- except the unread rows of an untied embedding table, per second). Compare weight_BW with
 // the read bandwidth that `ssd-bench characterize` measures. Weight dtypes: SSD_BENCH_DTYPES, a
-// comma-separated list of f32, bf16, auto (default f32,bf16), as ssd-bench's --weight-dtype.
+// comma-separated list of f32, bf16, auto (default f32,bf16; bf16 alone on cuda, which keeps
+// every weight in bf16), as ssd-bench's --weight-dtype.
 //
 // Models: tiny-llama, llama-124m (0.5 GB fp32) and llama-3.2-1b (1.24B parameters, 4.9 GB
 // fp32). Synthetic weights are generated on first use of each model, which for llama-3.2-1b
@@ -191,15 +192,19 @@ int main(int argc, char** argv) {
                  longest);
     return 1;
   }
+  // The CUDA backend keeps every weight in bf16 whatever the dtype asked for, so its default is
+  // bf16 alone: f32 would time the same steps again (and generate an 8B model twice).
+  std::string default_dtypes = "f32,bf16";
   try {
-    (void)ssd::make_backend(bench_backend(), threads[0], bench_gemm(), "");
+    if (ssd::make_backend(bench_backend(), threads[0], bench_gemm(), "").backend->name() == "cuda")
+      default_dtypes = "bf16";
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_decode: SSD_BENCH_BACKEND=%s SSD_BENCH_GEMM=%s: %s\n",
                  bench_backend().c_str(), bench_gemm().c_str(), e.what());
     return 1;
   }
   for (const std::string& preset : bench_models()) {
-    for (const std::string& dtype : env_list("SSD_BENCH_DTYPES", "f32,bf16")) {
+    for (const std::string& dtype : env_list("SSD_BENCH_DTYPES", default_dtypes.c_str())) {
       const std::string spec = "synthetic:" + preset;
       auto* b = benchmark::RegisterBenchmark(("decode_step/" + preset + "/" + dtype).c_str(),
                                              bm_decode_step, spec, dtype);

@@ -229,18 +229,25 @@ void conclude(CharacterizeReport& report, const Backend& backend,
     report.decode_ms = ar->seconds * 1e3;
   // A verification reads the same weights once for all its rows and multiplies each row by each
   // of them (2 FLOPs per parameter per row, at fp32 FMA speed however the weights are stored).
+  if (host && report.host_fma)
+    report.linear_params = report.decode_bytes / double(dtype_size(report.target_dtype));
   const ForwardResult* verify = find_forward(forwards, "target", "verify", false);
-  if (host && report.host_fma && verify) {
+  if (report.linear_params > 0 && verify) {
     report.verify_rows = verify->rows;
-    const double params = report.decode_bytes / double(dtype_size(report.target_dtype));
-    const double read_ms = 1e3 * report.decode_bytes / (report.bound_gbps * 1e9);
-    report.verify_gflop = 2.0 * verify->rows * params / 1e9;
-    report.verify_bound_ms = std::max(read_ms, 1e3 * report.verify_gflop / report.host_fma->gflops);
+    report.verify_gflop = 2.0 * verify->rows * report.linear_params / 1e9;
+    report.verify_bound_ms = target_step_bound_ms(report, verify->rows);
     report.verify_ms = verify->seconds * 1e3;
   }
 }
 
 }  // namespace
+
+double target_step_bound_ms(const CharacterizeReport& report, int rows) {
+  if (!(report.linear_params > 0) || !report.host_fma || !(report.bound_gbps > 0)) return 0.0;
+  const double read_ms = 1e3 * report.decode_bytes / (report.bound_gbps * 1e9);
+  const double fma_ms = 1e3 * 2.0 * rows * report.linear_params / (report.host_fma->gflops * 1e9);
+  return std::max(read_ms, fma_ms);
+}
 
 int run_characterize(const Cli& cli) {
   CharacterizeConfig c = cli.characterize;

@@ -253,9 +253,19 @@ struct CharacterizeReport {
   // bound's weight reading and at least 2 x rows x parameters FLOPs at the host's FMA peak;
   // verify_ms is the measured verification (timed alone).
   double verify_rows = 0.0, verify_gflop = 0.0, verify_bound_ms = 0.0, verify_ms = 0.0;
+  // Linear-layer parameters of rank 0's target shard, set where the verification's bound is
+  // (host weights and an FMA probe); 0 elsewhere.
+  double linear_params = 0.0;
   DType target_dtype = DType::F32;
   std::vector<std::string> unsteady;  // unsteady_passes of every rank's forward passes
 };
+
+// A target step of `rows` token rows (any split over sequences) at its hardware floor, in ms:
+// the AR bound's weight reading, or 2 x rows x linear_params FLOPs at the host's FMA peak,
+// whichever is longer. Attention and the other per-row work are left out, so the floor is
+// below what any kernel can reach. 0 where there is no such bound (weights on a GPU, no FMA
+// probe). characterize.cpp.
+double target_step_bound_ms(const CharacterizeReport& report, int rows);
 
 // Every resolved setting, as name = value pairs (console header, /config, config_json).
 std::vector<std::pair<std::string, std::string>> describe(const CharacterizeConfig& config);

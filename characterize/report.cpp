@@ -197,6 +197,40 @@ void print_header(std::ostream& os, const CharacterizeReport& r) {
   os << "#\n" << std::flush;
 }
 
+namespace {
+
+// Every target step of several rows timed alone at the run's context, against its floor: how
+// much of what a verification (K+1 rows) or a batch's (b(K+1)) costs over an AR step is the
+// hardware's and how much the kernels'. On a CPU the FMAs take over from the weight reading at a
+// few rows, so the floor, not only the measurement, rises with rows.
+void print_row_floors(std::ostream& os, const CharacterizeReport& r) {
+  const double ar_bound_ms = 1e3 * r.config->batch_size / r.ar_bound_tok_s;
+  if (!(target_step_bound_ms(r, 1) > 0) || !(r.decode_ms > 0)) return;
+  std::vector<const ForwardResult*> steps;
+  for (const ForwardResult& f : r.ranks.front().forward)
+    if (f.model == "target" && !f.concurrent && f.context == r.config->context &&
+        (f.kind == "verify" || f.kind == "rows" || f.kind == "sequences"))
+      steps.push_back(&f);
+  if (steps.empty()) return;
+  std::stable_sort(steps.begin(), steps.end(), [](const ForwardResult* a, const ForwardResult* b) {
+    return a->rows < b->rows;
+  });
+  os << format(
+      "# target steps of more rows (timed alone, context %d), rows: floor in AR bound steps "
+      "(the weight reading, or the rows' FMAs at the peak, whichever is longer) / measured in "
+      "measured AR steps:",
+      r.config->context);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const ForwardResult& f = *steps[i];
+    const std::string of = f.kind == "sequences" ? format(" (%d sequences)", f.sequences) : "";
+    os << format("%s %d%s %.2f/%.2f", i == 0 ? "" : ",", f.rows, of.c_str(),
+                 target_step_bound_ms(r, f.rows) / ar_bound_ms, f.seconds * 1e3 / r.decode_ms);
+  }
+  os << "\n";
+}
+
+}  // namespace
+
 int print_tables(std::ostream& os, const CharacterizeReport& r) {
   int bad = print_memory(os, r) + print_gemm(os, r) + print_comm(os, r) + print_forward(os, r);
   const CharacterizeConfig& c = *r.config;
@@ -245,6 +279,7 @@ int print_tables(std::ostream& os, const CharacterizeReport& r) {
         r.verify_bound_ms * r.ar_bound_tok_s / (1e3 * r.config->batch_size), r.verify_ms,
         100.0 * r.verify_bound_ms / r.verify_ms, r.decode_ms > 0 ? r.verify_ms / r.decode_ms : 0.0);
   }
+  print_row_floors(os, r);
   os << "# Out of bounds values : " << bad << (bad == 0 ? " OK" : " FAILED")
      << " (measurements that are not positive and finite)\n";
   // A warning, not a failure: the figures are what the host gave, but not what it gives alone.

@@ -11,6 +11,7 @@ the roofline from the file, and that bad input gets one line naming the flag (ex
 import argparse
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -170,6 +171,40 @@ class Characterize(unittest.TestCase):
         self.check_window(f, beside if draft_rank else alone, alone, K, b)
         self.check_steadiness(f)
 
+    def check_row_floors(self, f, stdout):
+        """The console's floors of the target's multi-row steps: every step of the target timed
+        alone at the full context (verify, rows, sequences), its floor max(weight reading,
+        2 rows params / FMA peak) in AR bound steps and its time in measured AR steps."""
+        lines = [l for l in stdout.splitlines() if l.startswith("# target steps of more rows")]
+        self.assertEqual(len(lines), 1, stdout)
+        got = re.findall(r" (\d+)(?: \((\d+) sequences\))? ([\d.]+)/([\d.]+)",
+                         lines[0].split("measured AR steps:")[1])
+        a = f.attrs
+        element = {"F32": 4, "BF16": 2, "F16": 2}[a["target_weight_dtype"]]
+        read_ms = 1e3 * a["decode_bytes_per_token"] / (a["ar_bound_gbps"] * 1e9)
+        fw = f["forward"]
+        context = fw["context"][...]
+        want = []
+        for (model, kind), rows, seqs, s, c, n in zip(
+                zip(strings(f, "forward", "model_id"), strings(f, "forward", "kind_id")),
+                fw["rows"][...], fw["sequences"][...], fw["seconds"][...], fw["concurrent"][...],
+                context):
+            if model == "target" and not c and n == max(context) and kind in (
+                    "verify", "rows", "sequences"):
+                fma_ms = 1e3 * 2 * rows * a["decode_bytes_per_token"] / element / (
+                    a["host_fma_gflops"] * 1e9)
+                want.append((int(rows), int(seqs) if kind == "sequences" else None,
+                             max(read_ms, fma_ms) / read_ms, 1e3 * s / a["decode_ms_per_step"]))
+        want.sort(key=lambda w: w[0])
+        self.assertEqual([(int(r), int(q) if q else None) for r, q, _, _ in got],
+                         [(r, q) for r, q, _, _ in want])
+        for (_, _, floor, measured), (_, _, want_floor, want_measured) in zip(got, want):
+            self.assertAlmostEqual(float(floor), want_floor, delta=0.006)
+            self.assertAlmostEqual(float(measured), want_measured, delta=0.006)
+        # a floor never falls as rows grow
+        floors = [float(g[2]) for g in got]
+        self.assertEqual(floors, sorted(floors))
+
     def check_steadiness(self, f):
         """unsteady_passes: per curve (rank, model, timing, sequences, context; causal steps and
         branch steps apart), the passes over 5% below the slowest pass of fewer rows before it."""
@@ -241,6 +276,7 @@ class Characterize(unittest.TestCase):
         self.assertIn("# verification window:", proc.stdout)
         with h5py.File(path) as f:
             self.check_common(f, ranks=1, K=4, b=1)
+            self.check_row_floors(f, proc.stdout)
             self.assertIn("+ draft", f["ranks/0"].attrs["role"])
             self.assertNotIn("all_reduce", f)  # TP 1
             self.assertNotIn("p2p", f)  # no draft rank
@@ -257,6 +293,7 @@ class Characterize(unittest.TestCase):
             self.assertIn(title, proc.stdout)
         with h5py.File(path) as f:
             self.check_common(f, ranks=3, K=K, b=b, draft_rank=True)
+            self.check_row_floors(f, proc.stdout)
             self.assertEqual(f["ranks/2"].attrs["role"], "draft 0/1")
             g = f["gemm"]
             models, shapes = strings(f, "gemm", "model_id"), strings(f, "gemm", "shape_id")

@@ -335,6 +335,35 @@ class Characterize(unittest.TestCase):
                               timeout=120)
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertGreater(os.path.getsize(os.path.join(out, "roofline.png")), 1000)
+        self.check_roofline_steps(path, K, b)
+
+    def check_roofline_steps(self, path, K, b):
+        """The roofline's curve of target steps: each step of the target timed alone at the
+        full context (ar, verify, rows), by rows, at 2 rows / element bytes FLOP per weight
+        byte and 2 rows P / seconds, P the parameters of rank 0's shard."""
+        sys.path.insert(0, os.path.join(ROOT, "analysis"))
+        from ssd_analysis import figures_detail, io
+        runs, errors = io.load_runs([path])
+        self.assertEqual(errors, [])
+        char = runs[0]
+        eb = figures_detail._element_bytes(char)
+        steps = figures_detail._target_row_steps(char, eb)
+        curve = sorted({b, b * (K + 1)} | {b * m for m in (2, 3, 4, 8, 16, 2 * (K + 1),
+                                                           4 * (K + 1))})
+        self.assertEqual([r for r, _, _ in steps], curve)
+        with h5py.File(path) as f:
+            # rank 0's shard: the roof is rank 0's (target TP 2 here)
+            P = f.attrs["decode_bytes_per_token"] / eb
+            fw = f["forward"]
+            kinds = list(zip(strings(f, "forward", "model_id"), strings(f, "forward", "kind_id")))
+            full = max(fw["context"][...])
+            seconds = {int(r): s for (m, k), r, s, c, n in zip(
+                kinds, fw["rows"][...], fw["seconds"][...], fw["concurrent"][...],
+                fw["context"][...]) if m == "target" and k in ("ar", "verify", "rows") and
+                not c and n == full}
+        for rows, intensity, gflops in steps:
+            self.assertAlmostEqual(intensity, 2 * rows / eb)
+            self.assertAlmostEqual(gflops, 2 * rows * P / seconds[int(rows)] / 1e9)
 
     def test_no_forward_target_only(self):
         path = os.path.join(ARGS.work, "noforward.h5")

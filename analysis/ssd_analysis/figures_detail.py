@@ -155,6 +155,17 @@ def _gemm_points(char):
     return pts
 
 
+def _target_shard_params(char, eb):
+    """Parameters of rank 0's target shard that a step multiplies by: the linear weights of its
+    decode bytes (`decode_bytes_per_token`, rank 0's shard under tensor parallelism) where the
+    file has them, else the whole model's (weights_read). The roofline is rank 0's, so the
+    FLOPs charged against it must be rank 0's too."""
+    decode_bytes = float(char.attrs.get("decode_bytes_per_token", math.nan))
+    if math.isfinite(decode_bytes) and decode_bytes > 0:
+        return decode_bytes / eb
+    return weights_read(char.models.get("target", {}))
+
+
 def _characterize_kinds(char, eb):
     """(label, intensity, achieved GFLOP/s) of the forward passes characterize timed itself: the
     target's AR step and verification, the draft step and the smallest branch step."""
@@ -172,13 +183,37 @@ def _characterize_kinds(char, eb):
                 rows_of[key] = i
     out = []
     for (model, kind), i in rows_of.items():
-        P = weights_read(char.models.get(model, {}))
+        P = _target_shard_params(char, eb) if model == "target" else \
+            weights_read(char.models.get(model, {}))
         rows, sec = float(t["rows"][i]), float(t["seconds"][i])
         label = {"ar": "AR step", "verify": "verify", "draft": "draft step",
                  "branch": "branch step"}[kind]
         out.append((f"{label} ({rows:.3g} rows, characterize)", 2 * rows / eb,
                     2 * rows * P / sec / 1e9))
     return out
+
+
+def _target_row_steps(char, eb):
+    """(rows, intensity, achieved GFLOP/s) of every target step characterize timed alone at its
+    full context: the AR step, the verification and the multi-row steps (kinds ar, verify,
+    rows), by rows. How a verification's or a batch's step climbs the roof as rows grow."""
+    t = char.tables.get("forward")
+    if not t or not len(t.get("seconds", [])) or "context" not in t:
+        return []
+    models = _names(char, "forward", "model_id", "")
+    kinds = _names(char, "forward", "kind_id", "")
+    full = max(int(c) for c in t["context"])
+    P = _target_shard_params(char, eb)
+    steps = {}
+    for i in range(len(t["seconds"])):
+        m, k = int(t["model_id"][i]), int(t["kind_id"][i])
+        if m >= len(models) or k >= len(kinds) or models[m] != "target" or \
+                kinds[k] not in ("ar", "verify", "rows") or int(t["concurrent"][i]) or \
+                int(t["context"][i]) != full:
+            continue
+        rows = float(t["rows"][i])
+        steps[rows] = (rows, 2 * rows / eb, 2 * rows * P / float(t["seconds"][i]) / 1e9)
+    return [steps[r] for r in sorted(steps)] if math.isfinite(P) else []
 
 
 def weights_read(model_attrs):
@@ -195,10 +230,13 @@ def weights_read(model_attrs):
     return P
 
 
-def _forward_kinds(runs, eb=4.0):
+def _forward_kinds(runs, eb=4.0, shard=None):
     """(label, intensity, achieved GFLOP/s or NaN) for AR step, verification, draft step and
     branch step, from the first speculative run (and its AR baseline). Intensity of a forward
-    of `rows` tokens through a model of P parameters of `eb` bytes: 2 rows P / (eb P)."""
+    of `rows` tokens through a model of P parameters of `eb` bytes: 2 rows P / (eb P).
+    shard(run) is the share of the target's parameters on rank 0 (1 without tensor
+    parallelism): the roof is one rank's."""
+    shard = shard or (lambda run: 1.0)
     spec = next((r for r in runs if r.mode == "ssd" and r.has_rounds), None) or \
         next((r for r in runs if r.mode == "sd" and r.has_rounds), None)
     ar = None
@@ -209,13 +247,13 @@ def _forward_kinds(runs, eb=4.0):
                (spec is None or r.draft == spec.draft)), None)
     kinds = []
     if ar is not None:
-        P = weights_read(ar.models.get("target", {}))
+        P = weights_read(ar.models.get("target", {})) * shard(ar)
         base = V.ar_baseline(ar)
         b = base["rows"] if base["steps"] else ar.batch_size
         kinds.append((f"AR step ({b:.3g} rows)", 2 * b / eb, 2 * b * P / base["t_ar"] / 1e9))
     if spec is not None:
         br = T.batch_rounds(spec.rounds)
-        P = weights_read(spec.models.get("target", {}))
+        P = weights_read(spec.models.get("target", {})) * shard(spec)
         Pd = weights_read(spec.models.get("draft", {}))
         K, rows = spec.lookahead, float(np.mean(br["rows"]))
         kinds.append((f"verify ({rows * (K + 1):.3g} rows)", 2 * rows * (K + 1) / eb,
@@ -243,8 +281,13 @@ def fig_roofline(runs, out_dir):
     if not chars:
         raise Skip("no characterize file among the inputs (ssd-bench characterize --out FILE)")
     char = chars[0]
-    bw = float(char.attrs.get("bandwidth_gbps", math.nan))
-    host = float(char.attrs.get("host_read_gbps", math.nan))
+    copy = float(char.attrs.get("bandwidth_gbps", math.nan))
+    # The memory roof is the AR bound's bandwidth: the host's read bandwidth for the cpu backend
+    # (decode GEMMs only read their weights), device copy on a GPU; files from before the bound
+    # recorded its bandwidth, copy.
+    bw = float(char.attrs.get("ar_bound_gbps", copy))
+    source = char.attrs.get("ar_bound_bandwidth", "copy bandwidth")
+    source = source.decode() if isinstance(source, bytes) else str(source)
     gemm = _gemm_points(char)
     if not math.isfinite(bw) or not gemm:
         raise Skip(f"{char.name} lacks bandwidth_gbps or /gemm measurements")
@@ -259,20 +302,35 @@ def fig_roofline(runs, out_dir):
     peak_label = (f"fp32 FMA peak {peak:.1f} GFLOP/s" if peak != best_gemm
                   else f"peak {peak:.1f} GFLOP/s (best GEMM)")
     # Run files' forward passes when there are any, else the ones characterize timed itself.
-    kinds = _forward_kinds(runs, eb) or _characterize_kinds(char, eb)
-    xs = [i for i, _, _ in gemm] + [i for _, i, _ in kinds]
+    # A run's rank 0 holds the characterized shard's share of the target where the run has
+    # the file's tensor parallelism (and target), else about 1/T of it.
+    char_tp = int(char.attrs.get("target_tp", 1))
+    char_share = _target_shard_params(char, eb) / weights_read(char.models.get("target", {}))
+
+    def shard(run):
+        tp = int(float(run.config.get("target_tp", 1) or 1))
+        same = tp == char_tp and run.target == char.target
+        return char_share if same and math.isfinite(char_share) else 1.0 / tp
+
+    kinds = _forward_kinds(runs, eb, shard) or _characterize_kinds(char, eb)
+    steps = _target_row_steps(char, eb)
+    xs = [i for i, _, _ in gemm] + [i for _, i, _ in kinds] + [i for _, i, _ in steps]
     lo, hi = min(xs + [0.25]) / 2, max(xs + [peak / bw]) * 4
     x = np.geomspace(lo, hi, 200)
     fig, ax = plt.subplots(figsize=(10.5, 4.8))
     ax.plot(x, np.minimum(peak, bw * x), color="black", linewidth=1.5,
-            label=f"roofline: {bw:.1f} GB/s ({char.attrs.get('backend', 'cpu')} copy, rank 0), "
-                  f"{peak_label}")
-    # The CPU's own read loop is a second roof for the cpu backend (whose decode GEMMs stream
-    # weights read-only); beside a GPU it is no roof at all.
-    if on_cpu and math.isfinite(host) and \
-            abs(host - bw) > 0.05 * bw:
-        ax.plot(x, np.minimum(peak, host * x), color="black", linewidth=1, linestyle="--",
-                label=f"host CPU read bandwidth: {host:.1f} GB/s")
+            label=f"roofline: {bw:.1f} GB/s (rank 0's {source}, the AR bound's), {peak_label}")
+    # Copy bandwidth (read + write) beside it where it differs: what the harness reported as the
+    # roof before the AR bound took the read-only figure.
+    if math.isfinite(copy) and abs(copy - bw) > 0.05 * bw:
+        ax.plot(x, np.minimum(peak, copy * x), color="black", linewidth=1, linestyle="--",
+                label=f"copy bandwidth: {copy:.1f} GB/s ({char.attrs.get('backend', 'cpu')}, "
+                      f"rank 0)")
+    if len(steps) > 1:
+        ax.plot([i for _, i, _ in steps], [g for _, _, g in steps], color="#555555",
+                linewidth=1, marker=".", markersize=6,
+                label=f"target steps of {steps[0][0]:.3g}-{steps[-1][0]:.3g} rows "
+                      f"(characterize, alone; the roof above each is its floor)")
     markers = "os^vP*X"
     kernels = list(dict.fromkeys(k for _, _, k in gemm))
     for n, kernel in enumerate(kernels):

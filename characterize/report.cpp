@@ -204,8 +204,8 @@ namespace {
 // hardware's and how much the kernels'. On a CPU the FMAs take over from the weight reading at a
 // few rows, so the floor, not only the measurement, rises with rows.
 void print_row_floors(std::ostream& os, const CharacterizeReport& r) {
-  const double ar_bound_ms = 1e3 * r.config->batch_size / r.ar_bound_tok_s;
   if (!(target_step_bound_ms(r, 1) > 0) || !(r.decode_ms > 0)) return;
+  const double ar_bound_ms = 1e3 * r.config->batch_size / r.ar_bound_tok_s;
   std::vector<const ForwardResult*> steps;
   for (const ForwardResult& f : r.ranks.front().forward)
     if (f.model == "target" && !f.concurrent && f.context == r.config->context &&

@@ -52,6 +52,16 @@ def strings(f, table, column):
     return [n[i] for i in ds[...]]
 
 
+def target_alone(f):
+    """(kind, rows, sequences, seconds) of every target step timed alone at the full context."""
+    fw = f["forward"]
+    context = fw["context"][...]
+    return [(k, int(r), int(q), float(s)) for m, k, r, q, s, c, n in zip(
+        strings(f, "forward", "model_id"), strings(f, "forward", "kind_id"), fw["rows"][...],
+        fw["sequences"][...], fw["seconds"][...], fw["concurrent"][...], context)
+        if m == "target" and not c and n == max(context)]
+
+
 class Characterize(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -182,19 +192,12 @@ class Characterize(unittest.TestCase):
         a = f.attrs
         element = {"F32": 4, "BF16": 2, "F16": 2}[a["target_weight_dtype"]]
         read_ms = 1e3 * a["decode_bytes_per_token"] / (a["ar_bound_gbps"] * 1e9)
-        fw = f["forward"]
-        context = fw["context"][...]
-        want = []
-        for (model, kind), rows, seqs, s, c, n in zip(
-                zip(strings(f, "forward", "model_id"), strings(f, "forward", "kind_id")),
-                fw["rows"][...], fw["sequences"][...], fw["seconds"][...], fw["concurrent"][...],
-                context):
-            if model == "target" and not c and n == max(context) and kind in (
-                    "verify", "rows", "sequences"):
-                fma_ms = 1e3 * 2 * rows * a["decode_bytes_per_token"] / element / (
-                    a["host_fma_gflops"] * 1e9)
-                want.append((int(rows), int(seqs) if kind == "sequences" else None,
-                             max(read_ms, fma_ms) / read_ms, 1e3 * s / a["decode_ms_per_step"]))
+        want = [(rows, seqs if kind == "sequences" else None,
+                 max(read_ms, 1e3 * 2 * rows * a["decode_bytes_per_token"] / element /
+                     (a["host_fma_gflops"] * 1e9)) / read_ms,
+                 1e3 * s / a["decode_ms_per_step"])
+                for kind, rows, seqs, s in target_alone(f)
+                if kind in ("verify", "rows", "sequences")]
         want.sort(key=lambda w: w[0])
         self.assertEqual([(int(r), int(q) if q else None) for r, q, _, _ in got],
                          [(r, q) for r, q, _, _ in want])
@@ -354,13 +357,8 @@ class Characterize(unittest.TestCase):
         with h5py.File(path) as f:
             # rank 0's shard: the roof is rank 0's (target TP 2 here)
             P = f.attrs["decode_bytes_per_token"] / eb
-            fw = f["forward"]
-            kinds = list(zip(strings(f, "forward", "model_id"), strings(f, "forward", "kind_id")))
-            full = max(fw["context"][...])
-            seconds = {int(r): s for (m, k), r, s, c, n in zip(
-                kinds, fw["rows"][...], fw["seconds"][...], fw["concurrent"][...],
-                fw["context"][...]) if m == "target" and k in ("ar", "verify", "rows") and
-                not c and n == full}
+            seconds = {rows: s for kind, rows, _, s in target_alone(f)
+                       if kind in ("ar", "verify", "rows")}
         for rows, intensity, gflops in steps:
             self.assertAlmostEqual(intensity, 2 * rows / eb)
             self.assertAlmostEqual(gflops, 2 * rows * P / seconds[int(rows)] / 1e9)

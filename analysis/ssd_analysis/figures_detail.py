@@ -305,7 +305,8 @@ def fig_roofline(runs, out_dir):
     # A run's rank 0 holds the characterized shard's share of the target where the run has
     # the file's tensor parallelism (and target), else about 1/T of it.
     char_tp = int(char.attrs.get("target_tp", 1))
-    char_share = _target_shard_params(char, eb) / weights_read(char.models.get("target", {}))
+    full_params = weights_read(char.models.get("target", {}))
+    char_share = _target_shard_params(char, eb) / full_params if full_params > 0 else math.nan
 
     def shard(run):
         tp = int(float(run.config.get("target_tp", 1) or 1))

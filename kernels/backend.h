@@ -137,6 +137,8 @@ class Backend {
   virtual void swiglu(Buffer& out, const Buffer& gate, const Buffer& up, size_t count) = 0;
   // x[i] += y[i]
   virtual void add(Buffer& x, const Buffer& y, size_t count) = 0;
+  // x[r][j] += bias[j] for each of `rows` rows of `dim` (Qwen2's q/k/v projection biases).
+  virtual void add_bias(Buffer& x, const Buffer& bias, int rows, int dim) = 0;
 };
 
 // What an all-reduce has moved so far, for reports of communication cost.

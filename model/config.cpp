@@ -133,11 +133,16 @@ RopeScaling parse_rope_scaling(const json& doc, const std::string& source) {
   return scaling;
 }
 
-void reject_unsupported_features(const FieldReader& fields) {
+void reject_unsupported_features(const FieldReader& fields, ModelType type) {
   const std::string act = fields.string("hidden_act", "silu");
   if (act != "silu") fields.fail("hidden_act", "'" + act + "' is not supported (expected silu)");
-  if (fields.boolean("attention_bias", false))
+  // Llama's attention_bias also puts a bias on o_proj, which Qwen2 (biased q/k/v, always, with
+  // no such field) does not have: only Qwen2's form is implemented.
+  if (type != ModelType::Qwen2 && fields.boolean("attention_bias", false))
     fields.fail("attention_bias", "true is not supported");
+  // Qwen2's sliding-window attention (off in every released Qwen2.5 config).
+  if (fields.boolean("use_sliding_window", false))
+    fields.fail("use_sliding_window", "true is not supported");
   if (fields.boolean("mlp_bias", false)) fields.fail("mlp_bias", "true is not supported");
 }
 
@@ -150,12 +155,15 @@ ModelConfig parse_model_config(const json& doc, const std::string& source) {
   const std::string model_type = fields.string("model_type", "");
   if (model_type == "llama") {
     c.type = ModelType::Llama;
+  } else if (model_type == "qwen2") {
+    c.type = ModelType::Qwen2;
   } else if (model_type == "qwen3") {
     c.type = ModelType::Qwen3;
   } else {
-    fields.fail("model_type", "'" + model_type + "' is not supported (expected llama or qwen3)");
+    fields.fail("model_type",
+                "'" + model_type + "' is not supported (expected llama, qwen2 or qwen3)");
   }
-  reject_unsupported_features(fields);
+  reject_unsupported_features(fields, c.type);
 
   c.hidden_size = fields.positive("hidden_size");
   c.intermediate_size = fields.positive("intermediate_size");
@@ -202,10 +210,24 @@ ModelConfig load_model_config(const std::string& path) {
   return parse_model_config(doc, path);
 }
 
+std::string ModelConfig::model_type() const {
+  switch (type) {
+    case ModelType::Qwen2:
+      return "qwen2";
+    case ModelType::Qwen3:
+      return "qwen3";
+    case ModelType::Llama:
+      break;
+  }
+  return "llama";
+}
+
 json model_config_to_json(const ModelConfig& c) {
-  const bool qwen3 = c.type == ModelType::Qwen3;
+  const bool qwen3 = c.type == ModelType::Qwen3, qwen2 = c.type == ModelType::Qwen2;
   json doc;
-  doc["architectures"] = {qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM"};
+  doc["architectures"] = {qwen3   ? "Qwen3ForCausalLM"
+                          : qwen2 ? "Qwen2ForCausalLM"
+                                  : "LlamaForCausalLM"};
   doc["model_type"] = c.model_type();
   doc["hidden_size"] = c.hidden_size;
   doc["intermediate_size"] = c.intermediate_size;
@@ -214,8 +236,12 @@ json model_config_to_json(const ModelConfig& c) {
   doc["num_key_value_heads"] = c.num_key_value_heads;
   doc["head_dim"] = c.head_dim;
   doc["hidden_act"] = "silu";
-  doc["attention_bias"] = false;
-  if (!qwen3) doc["mlp_bias"] = false;  // Qwen3Config has no such field
+  if (qwen2) {
+    doc["use_sliding_window"] = false;  // Qwen2Config has neither bias field: q/k/v always have one
+  } else {
+    doc["attention_bias"] = false;
+    if (!qwen3) doc["mlp_bias"] = false;  // Qwen3Config has no such field
+  }
   doc["rms_norm_eps"] = c.rms_norm_eps;
   doc["rope_theta"] = c.rope_theta;
   if (c.rope_scaling.enabled) {
@@ -251,6 +277,7 @@ int64_t ModelConfig::parameter_count() const {
   layer += 2 * hidden * kv_dim();                    // k_proj, v_proj
   layer += 3 * hidden * int64_t(intermediate_size);  // gate, up, down
   if (has_qk_norm()) layer += 2 * int64_t(head_dim);
+  if (has_qkv_bias()) layer += q_dim() + 2 * int64_t(kv_dim());
   return embed + layer * num_hidden_layers + hidden + (tie_word_embeddings ? 0 : embed);
 }
 

@@ -1,4 +1,4 @@
-// ModelConfig: the shape and hyper-parameters of a Llama or Qwen3 model, read from a Hugging
+// ModelConfig: the shape and hyper-parameters of a Llama, Qwen2 or Qwen3 model, read from a Hugging
 // Face config.json or taken from a built-in preset.
 #pragma once
 
@@ -9,7 +9,7 @@
 
 namespace ssd {
 
-enum class ModelType { Llama, Qwen3 };
+enum class ModelType { Llama, Qwen2, Qwen3 };
 
 // rope_scaling of type "llama3" (Llama 3.1/3.2); disabled means plain RoPE.
 struct RopeScaling {
@@ -39,7 +39,9 @@ struct ModelConfig {
   std::string torch_dtype = "float32";
 
   bool has_qk_norm() const { return type == ModelType::Qwen3; }
-  std::string model_type() const { return type == ModelType::Qwen3 ? "qwen3" : "llama"; }
+  // Qwen2 is Llama plus biases on q_proj, k_proj and v_proj (and none on o_proj).
+  bool has_qkv_bias() const { return type == ModelType::Qwen2; }
+  std::string model_type() const;
   int q_dim() const { return num_attention_heads * head_dim; }
   int kv_dim() const { return num_key_value_heads * head_dim; }
   int64_t parameter_count() const;

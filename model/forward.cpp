@@ -1,5 +1,5 @@
-// forward(): the transformer, read top to bottom. Llama and Qwen3 differ only in Qwen3's
-// per-head RMSNorm of q and k before RoPE.
+// forward(): the transformer, read top to bottom. Llama, Qwen2 and Qwen3 differ only in Qwen2's
+// q/k/v biases and Qwen3's per-head RMSNorm of q and k before RoPE.
 #include <algorithm>
 #include <stdexcept>
 
@@ -101,6 +101,11 @@ void forward(const Model& m, KVCache& cache, const ForwardBatch& batch, Activati
       be.matmul(a.q, a.xb, w.wq, rows, dim, q_dim);
       be.matmul(a.k, a.xb, w.wk, rows, dim, kv_dim);
       be.matmul(a.v, a.xb, w.wv, rows, dim, kv_dim);
+      if (c.has_qkv_bias()) {
+        be.add_bias(a.q, w.bq, rows, q_dim);
+        be.add_bias(a.k, w.bk, rows, kv_dim);
+        be.add_bias(a.v, w.bv, rows, kv_dim);
+      }
       if (c.has_qk_norm()) {
         be.rmsnorm(a.q, a.q, w.q_norm, rows * heads, hd, eps);
         be.rmsnorm(a.k, a.k, w.k_norm, rows * kv_heads, hd, eps);

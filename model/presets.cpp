@@ -105,6 +105,15 @@ ModelConfig tiny_qwen3(bool tied) {
   return c;
 }
 
+// Qwen2: Llama with q/k/v biases; 6 heads over 2 KV heads so that TP=2 splits both.
+ModelConfig tiny_qwen2(bool tied) {
+  ModelConfig c = with_test_vocab(shape(ModelType::Qwen2, 96, 160, 2, 6, 2, 16));
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1000000.0;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
 ModelConfig tiny_llama_other() {
   ModelConfig c = with_test_vocab(shape(ModelType::Llama, 48, 96, 2, 4, 4, 12));
   c.rms_norm_eps = 1e-5;
@@ -125,6 +134,7 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"tiny-llama-tied", [] { return tiny_llama(true); }},
       {"tiny-qwen3", [] { return tiny_qwen3(true); }},
       {"tiny-qwen3-untied", [] { return tiny_qwen3(false); }},
+      {"tiny-qwen2", [] { return tiny_qwen2(false); }},
       {"tiny-llama-other", [] { return tiny_llama_other(); }},
   };
   return table;

@@ -206,6 +206,11 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
     out.push_back({p + "self_attn.k_proj.weight", {c.kv_dim(), hidden}});
     out.push_back({p + "self_attn.v_proj.weight", {c.kv_dim(), hidden}});
     out.push_back({p + "self_attn.o_proj.weight", {hidden, c.q_dim()}});
+    if (c.has_qkv_bias()) {
+      out.push_back({p + "self_attn.q_proj.bias", {c.q_dim()}});
+      out.push_back({p + "self_attn.k_proj.bias", {c.kv_dim()}});
+      out.push_back({p + "self_attn.v_proj.bias", {c.kv_dim()}});
+    }
     if (c.has_qk_norm()) {
       out.push_back({p + "self_attn.q_norm.weight", {c.head_dim}});
       out.push_back({p + "self_attn.k_norm.weight", {c.head_dim}});

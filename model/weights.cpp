@@ -35,6 +35,11 @@ class Loader {
   Buffer vector(const std::string& name, int64_t length) {
     return upload(name, {0, 1, 0, length}, DType::F32, false);
   }
+  // This rank's part of a bias vector: the entries of the rows it holds of its matrix.
+  Buffer vector_part(const std::string& name, int64_t length) {
+    const int64_t local = length / shard_.size;
+    return upload(name, {0, 1, shard_.rank * local, local}, DType::F32, false);
+  }
   // This rank's block of rows (heads or intermediate channels of an [out, in] weight).
   Buffer rows(const std::string& name, int64_t rows, int64_t cols) {
     const int64_t local = rows / shard_.size;
@@ -90,6 +95,11 @@ Weights load_weights(WeightSource& source, Backend& backend, const Shard& shard,
       layer.wk = load.rows(p + "self_attn.k_proj.weight", c.kv_dim(), hidden);
       layer.wv = load.rows(p + "self_attn.v_proj.weight", c.kv_dim(), hidden);
       layer.wo = load.cols(p + "self_attn.o_proj.weight", hidden, c.q_dim());
+      if (c.has_qkv_bias()) {
+        layer.bq = load.vector_part(p + "self_attn.q_proj.bias", c.q_dim());
+        layer.bk = load.vector_part(p + "self_attn.k_proj.bias", c.kv_dim());
+        layer.bv = load.vector_part(p + "self_attn.v_proj.bias", c.kv_dim());
+      }
       if (c.has_qk_norm()) {
         layer.q_norm = load.vector(p + "self_attn.q_norm.weight", c.head_dim);
         layer.k_norm = load.vector(p + "self_attn.k_norm.weight", c.head_dim);
@@ -135,9 +145,9 @@ void release_weights(Weights& w, Backend& backend) {
   release_buffer(backend, w.embed);
   release_buffer(backend, w.final_norm);
   for (LayerWeights& layer : w.layers) {
-    for (Buffer* b :
-         {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.q_norm, &layer.k_norm,
-          &layer.wo, &layer.mlp_norm, &layer.w_gate, &layer.w_up, &layer.w_down}) {
+    for (Buffer* b : {&layer.attn_norm, &layer.wq, &layer.wk, &layer.wv, &layer.bq, &layer.bk,
+                      &layer.bv, &layer.q_norm, &layer.k_norm, &layer.wo, &layer.mlp_norm,
+                      &layer.w_gate, &layer.w_up, &layer.w_down}) {
       release_buffer(backend, *b);
     }
   }

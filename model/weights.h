@@ -68,6 +68,7 @@ struct LayerWeights {
   Buffer attn_norm;       // [hidden]
   Buffer wq, wk, wv;      // [local q_dim | kv_dim, hidden]
   Buffer q_norm, k_norm;  // [head_dim], Qwen3 only
+  Buffer bq, bk, bv;      // [local q_dim | kv_dim], Qwen2 only (sharded with their rows)
   Buffer wo;              // [hidden, local q_dim]
   Buffer mlp_norm;        // [hidden]
   Buffer w_gate, w_up;    // [local intermediate, hidden]

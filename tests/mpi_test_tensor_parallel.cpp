@@ -199,7 +199,8 @@ TEST_P(TensorParallel, VerifyCallEqualsDecodeStepsBitExactly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, TensorParallel,
-                         ::testing::Values("tiny-llama", "tiny-qwen3", "tiny-qwen3-untied"),
+                         ::testing::Values("tiny-llama", "tiny-qwen3", "tiny-qwen3-untied",
+                                           "tiny-qwen2"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -129,11 +129,43 @@ TEST(Config, RoundTripsEveryPreset) {
     const ModelConfig preset = *find_preset(name);
     const json doc = model_config_to_json(preset);
     EXPECT_EQ(doc["hidden_act"], "silu");
-    EXPECT_EQ(doc["attention_bias"], false);
-    EXPECT_EQ(doc["architectures"][0],
-              preset.type == ModelType::Qwen3 ? "Qwen3ForCausalLM" : "LlamaForCausalLM");
+    const char* architecture = preset.type == ModelType::Qwen3   ? "Qwen3ForCausalLM"
+                               : preset.type == ModelType::Qwen2 ? "Qwen2ForCausalLM"
+                                                                 : "LlamaForCausalLM";
+    EXPECT_EQ(doc["architectures"][0], architecture);
+    // Qwen2Config has no attention_bias: its q/k/v always carry one.
+    EXPECT_EQ(doc.contains("attention_bias"), preset.type != ModelType::Qwen2);
+    if (doc.contains("attention_bias")) {
+      EXPECT_EQ(doc["attention_bias"], false);
+    }
     expect_same(parse_model_config(doc, name), preset);
   }
+}
+
+// The fields of Qwen/Qwen2.5-Coder-1.5B-Instruct's config.json that matter here.
+json qwen25_coder_json() {
+  return json::parse(R"({
+    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_act": "silu",
+    "hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
+    "num_attention_heads": 12, "num_key_value_heads": 2, "rms_norm_eps": 1e-06,
+    "rope_theta": 1000000.0, "max_position_embeddings": 32768, "sliding_window": 131072,
+    "use_sliding_window": false, "max_window_layers": 21, "tie_word_embeddings": true,
+    "vocab_size": 151936, "bos_token_id": 151643, "eos_token_id": 151645,
+    "torch_dtype": "bfloat16"})");
+}
+
+TEST(Config, Qwen2HasQkvBiasesAndNoSlidingWindow) {
+  const ModelConfig c = parse_model_config(qwen25_coder_json(), "qwen2.json");
+  EXPECT_EQ(c.model_type(), "qwen2");
+  EXPECT_TRUE(c.has_qkv_bias());
+  EXPECT_FALSE(c.has_qk_norm());
+  EXPECT_EQ(c.head_dim, 128);
+  // HF's count for Qwen2.5-Coder-1.5B (tied). The GGUF the project converts quantizes its own
+  // output.weight, so that checkpoint is untied: 151936 x 1536 more.
+  EXPECT_EQ(c.parameter_count(), 1543714304);
+  json sliding = qwen25_coder_json();
+  sliding["use_sliding_window"] = true;
+  EXPECT_THROW(parse_model_config(sliding, "qwen2.json"), InputError);
 }
 
 TEST(Config, LoadFromFile) {
@@ -187,6 +219,7 @@ TEST(Config, ErrorsNameTheField) {
       {"attention_bias", [](json& d) { d["attention_bias"] = true; }},
       {"attention_bias", [](json& d) { d["attention_bias"] = "no"; }},
       {"mlp_bias", [](json& d) { d["mlp_bias"] = true; }},
+      {"use_sliding_window", [](json& d) { d["use_sliding_window"] = true; }},
       {"tie_word_embeddings", [](json& d) { d["tie_word_embeddings"] = 1; }},
       {"eos_token_id", [](json& d) { d["eos_token_id"] = "</s>"; }},
       {"eos_token_id",

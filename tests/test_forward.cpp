@@ -199,6 +199,9 @@ TEST_P(ForwardBranches, Qwen3OneCallEqualsSeparateBranches) {
 TEST_P(ForwardBranches, Qwen3StepwiseEqualsSeparateBranches) {
   check("tiny-qwen3", false);
 }
+TEST_P(ForwardBranches, Qwen2OneCallEqualsSeparateBranches) {
+  check("tiny-qwen2", true);
+}
 INSTANTIATE_TEST_SUITE_P(Backends, ForwardBranches,
                          ::testing::ValuesIn(ForwardBranches::backends()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
@@ -244,6 +247,9 @@ TEST(ForwardBatchInvariance, LlamaAloneEqualsBatched) {
 TEST(ForwardBatchInvariance, Qwen3AloneEqualsBatched) {
   check_batch_invariance("tiny-qwen3");
 }
+TEST(ForwardBatchInvariance, Qwen2AloneEqualsBatched) {
+  check_batch_invariance("tiny-qwen2");
+}
 
 // A (K+1)-token causal verify call gives each position the same bits as K+1 one-token decode
 // calls: the property that makes greedy SD produce exactly the AR output.
@@ -268,6 +274,9 @@ TEST(ForwardBatchInvariance, LlamaVerifyEqualsStepwise) {
 }
 TEST(ForwardBatchInvariance, Qwen3VerifyEqualsStepwise) {
   check_verify("tiny-qwen3");
+}
+TEST(ForwardBatchInvariance, Qwen2VerifyEqualsStepwise) {
+  check_verify("tiny-qwen2");
 }
 TEST(ForwardBatchInvariance, LlamaTiedVerifyEqualsStepwise) {
   check_verify("tiny-llama-tied");

@@ -218,16 +218,17 @@ TEST_P(ReferenceTest, LogitsMatchNumpyReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Presets, ReferenceTest,
-    ::testing::Values(Case{"tiny_llama", "tiny-llama"}, Case{"tiny_llama_tied", "tiny-llama-tied"},
-                      Case{"tiny_qwen3", "tiny-qwen3"},
-                      Case{"tiny_qwen3_untied", "tiny-qwen3-untied"},
-                      Case{"tiny_llama_other", "tiny-llama-other"},
-                      Case{"tiny_llama_bf16", "tiny-llama", "bf16"},
-                      Case{"tiny_qwen3_bf16", "tiny-qwen3", "bf16"},
-                      Case{"tiny_qwen3_sharded", "tiny-qwen3-untied", "f32", 3},
-                      Case{"tiny_llama_sharded_bf16", "tiny-llama", "bf16", 4},
-                      Case{"tiny_llama_norms", "tiny-llama", "f32", 0, true},
-                      Case{"tiny_qwen3_norms", "tiny-qwen3", "f32", 0, true}),
+    ::testing::Values(
+        Case{"tiny_llama", "tiny-llama"}, Case{"tiny_llama_tied", "tiny-llama-tied"},
+        Case{"tiny_qwen3", "tiny-qwen3"}, Case{"tiny_qwen3_untied", "tiny-qwen3-untied"},
+        Case{"tiny_llama_other", "tiny-llama-other"}, Case{"tiny_llama_bf16", "tiny-llama", "bf16"},
+        Case{"tiny_qwen3_bf16", "tiny-qwen3", "bf16"},
+        Case{"tiny_qwen3_sharded", "tiny-qwen3-untied", "f32", 3},
+        Case{"tiny_llama_sharded_bf16", "tiny-llama", "bf16", 4},
+        Case{"tiny_llama_norms", "tiny-llama", "f32", 0, true},
+        Case{"tiny_qwen3_norms", "tiny-qwen3", "f32", 0, true}, Case{"tiny_qwen2", "tiny-qwen2"},
+        Case{"tiny_qwen2_bf16", "tiny-qwen2", "bf16"},
+        Case{"tiny_qwen2_sharded", "tiny-qwen2", "f32", 3}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

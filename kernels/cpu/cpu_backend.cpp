@@ -261,4 +261,11 @@ void CpuBackend::add(Buffer& x, const Buffer& y, size_t count) {
   for (size_t i = 0; i < count; ++i) a[i] += b[i];
 }
 
+void CpuBackend::add_bias(Buffer& x, const Buffer& bias, int rows, int dim) {
+  float* a = f(x);
+  const float* b = f(bias);
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < dim; ++j) a[size_t(r) * dim + j] += b[j];
+}
+
 }  // namespace ssd

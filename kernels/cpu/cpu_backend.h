@@ -56,6 +56,7 @@ class CpuBackend final : public Backend {
                  const KVLayout& layout, int heads, const AttentionMask& mask) override;
   void swiglu(Buffer& out, const Buffer& gate, const Buffer& up, size_t count) override;
   void add(Buffer& x, const Buffer& y, size_t count) override;
+  void add_bias(Buffer& x, const Buffer& bias, int rows, int dim) override;
 
  private:
   int threads_;

@@ -133,6 +133,7 @@ class CudaBackend final : public Backend {
                  const KVLayout& layout, int heads, const AttentionMask& mask) override;
   void swiglu(Buffer& out, const Buffer& gate, const Buffer& up, size_t count) override;
   void add(Buffer& x, const Buffer& y, size_t count) override;
+  void add_bias(Buffer& x, const Buffer& bias, int rows, int dim) override;
 
   // The GEMM with an explicit kernel choice (tests, benchmarks); matmul() picks by gemm().
   void matmul_with(CudaGemm kernel, Buffer& out, const Buffer& x, const Buffer& w, int rows, int in,

@@ -78,6 +78,7 @@ enum OpCode : uint64_t {
   kOpAttention,
   kOpSwiglu,
   kOpAdd,
+  kOpAddBias,
   kOpCopy,
   kOpStage,
 };

@@ -249,4 +249,12 @@ void CudaBackend::add(Buffer& x, const Buffer& y, size_t count) {
   cuda_kernels::add(data(x), data(y), count, stream_);
 }
 
+void CudaBackend::add_bias(Buffer& x, const Buffer& bias, int rows, int dim) {
+  check_elements(x, size_t(rows) * dim, "CudaBackend::add_bias (x)");
+  check_elements(bias, size_t(dim), "CudaBackend::add_bias (bias)");
+  make_current();
+  if (!note_launch({kOpAddBias, word(x.data), word(bias.data), word(rows), word(dim)})) return;
+  cuda_kernels::add_bias(data(x), data(bias), rows, dim, stream_);
+}
+
 }  // namespace ssd

@@ -187,6 +187,12 @@ __global__ void add_kernel(bf16* x, const bf16* y, size_t n) {
     x[i] = __float2bfloat16(f(x[i]) + f(y[i]));
 }
 
+// Each element on its own: a row's result does not depend on the rows beside it.
+__global__ void add_bias_kernel(bf16* x, const bf16* bias, size_t n, int dim) {
+  for (size_t i = thread_index(); i < n; i += thread_stride())
+    x[i] = __float2bfloat16(f(x[i]) + f(bias[i % size_t(dim)]));
+}
+
 __global__ void sum_ranks_kernel(bf16* __restrict__ out, const bf16* __restrict__ gathered,
                                  size_t n, int ranks) {
   for (size_t i = thread_index(); i < n; i += thread_stride()) {
@@ -268,6 +274,13 @@ void swiglu(bf16* out, const bf16* gate, const bf16* up, size_t count, cudaStrea
 void add(bf16* x, const bf16* y, size_t count, cudaStream_t stream) {
   if (count == 0) return;
   add_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, y, count);
+  SSD_CUDA_CHECK_LAUNCH();
+}
+
+void add_bias(bf16* x, const bf16* bias, int rows, int dim, cudaStream_t stream) {
+  const size_t count = size_t(rows) * size_t(dim);
+  if (count == 0) return;
+  add_bias_kernel<<<blocks_for(count), kThreads, 0, stream>>>(x, bias, count, dim);
   SSD_CUDA_CHECK_LAUNCH();
 }
 

@@ -61,6 +61,7 @@ void kv_store(bf16* k_cache, bf16* v_cache, const bf16* k, const bf16* v, const 
               const int32_t* slot, int rows, int capacity, int kv_dim, cudaStream_t stream);
 void swiglu(bf16* out, const bf16* gate, const bf16* up, size_t count, cudaStream_t stream);
 void add(bf16* x, const bf16* y, size_t count, cudaStream_t stream);
+void add_bias(bf16* x, const bf16* bias, int rows, int dim, cudaStream_t stream);
 // out[i] = sum_r gathered[r * count + i] in rank order, fp32, one rounding.
 void sum_ranks(bf16* out, const bf16* gathered, size_t count, int ranks, cudaStream_t stream);
 

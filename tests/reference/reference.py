@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Independent numpy reference of the Llama / Qwen3 forward pass, for tests/test_reference.cpp.
+"""Independent numpy reference of the Llama / Qwen2 / Qwen3 forward pass, for tests/test_reference.cpp.
 
 Reads a Hugging Face checkpoint directory on its own (config.json, model.safetensors or a
 sharded model.safetensors.index.json; F32, BF16 or F16 tensors), runs the model in float64
@@ -78,7 +78,7 @@ def read_checkpoint(directory):
 class Config:
     def __init__(self, doc):
         self.model_type = doc["model_type"]
-        if self.model_type not in ("llama", "qwen3"):
+        if self.model_type not in ("llama", "qwen2", "qwen3"):
             raise ValueError("unsupported model_type %s" % self.model_type)
         self.hidden = doc["hidden_size"]
         self.layers = doc["num_hidden_layers"]
@@ -170,6 +170,10 @@ class Model:
         q = (x @ self.layer(i, "self_attn.q_proj.weight").T).reshape(n, cfg.heads, cfg.head_dim)
         k = (x @ self.layer(i, "self_attn.k_proj.weight").T).reshape(n, cfg.kv_heads, cfg.head_dim)
         v = (x @ self.layer(i, "self_attn.v_proj.weight").T).reshape(n, cfg.kv_heads, cfg.head_dim)
+        if cfg.model_type == "qwen2":  # Qwen2Attention: q/k/v projections with bias=True
+            q = q + self.layer(i, "self_attn.q_proj.bias").reshape(cfg.heads, cfg.head_dim)
+            k = k + self.layer(i, "self_attn.k_proj.bias").reshape(cfg.kv_heads, cfg.head_dim)
+            v = v + self.layer(i, "self_attn.v_proj.bias").reshape(cfg.kv_heads, cfg.head_dim)
         if cfg.model_type == "qwen3":
             q = rms_norm(q, self.layer(i, "self_attn.q_norm.weight"), cfg.eps)
             k = rms_norm(k, self.layer(i, "self_attn.k_norm.weight"), cfg.eps)

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Converts a llama-architecture GGUF file into a checkpoint directory ssd-bench reads:
-model.safetensors (HF tensor names, bf16 or f32), config.json, tokenizer.json (GPT-2 byte-level
-BPE built with the `tokenizers` library from the GGUF's vocabulary and merges) and
-tokenizer_config.json (special tokens, chat template).
+"""Converts a llama- or qwen2-architecture GGUF file into a checkpoint directory ssd-bench reads:
+model.safetensors (HF tensor names, bf16 or f32), config.json, tokenizer.json (byte-level BPE
+with GPT-2's or Qwen2's pre-tokenizer, built by scripts/gguf_tokenizer.py from the GGUF's
+vocabulary and merges) and tokenizer_config.json (special tokens, chat template).
 
-Quantized tensors (Q4_1, Q8_0, ...) are dequantized with the `gguf` package. llama.cpp's
-converter permutes the rows of q_proj and k_proj (it interleaves the two rotary halves of each
-head); that permutation is undone here, so the checkpoint computes what the HF model does.
+Quantized tensors (Q4_1, Q4_K, Q5_0, Q6_K, Q8_0, ...) are dequantized to fp32 with the `gguf`
+package, then stored as bf16 (round to nearest even) or f32. llama.cpp's converter permutes the
+rows of a llama model's q_proj and k_proj (it interleaves the two rotary halves of each head);
+that permutation is undone here, so the checkpoint computes what the HF model does. A qwen2
+model's rows are stored unpermuted (llama.cpp ropes it in the NeoX layout, HF's rotate_half),
+and its q/k/v biases are kept. An untied output.weight is kept as lm_head: the GGUF quantizes
+it apart from the embedding, and the checkpoint computes what the GGUF computes.
 
 Usage: gguf_to_checkpoint.py MODEL.gguf OUT_DIR [--dtype bf16|f32]
 Run it with the project's venv (scripts/python-env.sh), which has `gguf` and `tokenizers`.
@@ -101,7 +105,7 @@ def hf_name(name):
     parts = name.split(".")
     if len(parts) == 4 and parts[0] == "blk" and parts[2] in LAYER_NAMES:
         return f"model.layers.{parts[1]}.{LAYER_NAMES[parts[2]]}.{parts[3]}"
-    raise ConvertError(f"tensor {name}: not a llama tensor this converter knows")
+    raise ConvertError(f"tensor {name}: not a llama/qwen2 tensor this converter knows")
 
 
 def dequantize(tensor):
@@ -111,77 +115,71 @@ def dequantize(tensor):
     return np.asarray(a, dtype=np.float32).reshape(shape)
 
 
-def convert_tensors(reader, heads, kv_heads):
+def convert_tensors(reader, config):
+    """(HF name, fp32 array) of every tensor; a llama model's q/k rows unpermuted."""
+    permuted = config["model_type"] == "llama"
     out = []
     for t in reader.tensors:
         name = hf_name(t.name)
         a = dequantize(t)
-        if name.endswith("self_attn.q_proj.weight"):
-            a = unpermute(a, heads)
-        elif name.endswith("self_attn.k_proj.weight"):
-            a = unpermute(a, kv_heads)
+        if permuted and name.endswith("self_attn.q_proj.weight"):
+            a = unpermute(a, config["num_attention_heads"])
+        elif permuted and name.endswith("self_attn.k_proj.weight"):
+            a = unpermute(a, config["num_key_value_heads"])
         out.append((name, a))
     return out
 
 
+def float32_value(x):
+    """A GGUF float32 field as the decimal it was written from (1e-06, not 9.99999997e-07)."""
+    return float(str(np.float32(x)))
+
+
 def make_config(reader, names, dtype):
     arch = field(reader, "general.architecture")
-    if arch != "llama":
-        raise ConvertError(f"general.architecture is {arch!r}; only llama is supported")
-    p = "llama."
+    if arch not in ("llama", "qwen2"):
+        raise ConvertError(f"general.architecture is {arch!r}; only llama and qwen2 are supported")
+    p = arch + "."
     heads = int(field(reader, p + "attention.head_count"))
     hidden = int(field(reader, p + "embedding_length"))
     tokens = field(reader, "tokenizer.ggml.tokens")
     head_dim = int(field(reader, p + "rope.dimension_count", hidden // heads))
-    return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
+    config = {
+        "architectures": ["Qwen2ForCausalLM" if arch == "qwen2" else "LlamaForCausalLM"],
+        "model_type": arch,
         "hidden_size": hidden,
         "intermediate_size": int(field(reader, p + "feed_forward_length")),
         "num_hidden_layers": int(field(reader, p + "block_count")),
         "num_attention_heads": heads,
         "num_key_value_heads": int(field(reader, p + "attention.head_count_kv", heads)),
         "head_dim": head_dim,
-        "rms_norm_eps": float(field(reader, p + "attention.layer_norm_rms_epsilon")),
-        "rope_theta": float(field(reader, p + "rope.freq_base", 10000.0)),
+        "rms_norm_eps": float32_value(field(reader, p + "attention.layer_norm_rms_epsilon")),
+        "rope_theta": float32_value(field(reader, p + "rope.freq_base", 10000.0)),
         "max_position_embeddings": int(field(reader, p + "context_length")),
         "vocab_size": int(field(reader, p + "vocab_size", len(tokens))),
         "tie_word_embeddings": "lm_head.weight" not in names,
         "bos_token_id": int(field(reader, "tokenizer.ggml.bos_token_id")),
         "eos_token_id": int(field(reader, "tokenizer.ggml.eos_token_id")),
         "hidden_act": "silu",
-        "attention_bias": False,
-        "mlp_bias": False,
         "torch_dtype": "bfloat16" if dtype == "bf16" else "float32",
     }
+    # Qwen2Config has no bias fields (q/k/v always have one) but a sliding window, off in
+    # every released Qwen2.5 model and in llama.cpp's qwen2.
+    if arch == "qwen2":
+        config["use_sliding_window"] = False
+    else:
+        config.update(attention_bias=False, mlp_bias=False)
+    return config
 
 
 def write_tokenizer(reader, out_dir):
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors
-    if field(reader, "tokenizer.ggml.model") != "gpt2":
-        raise ConvertError("tokenizer.ggml.model is not gpt2 (byte-level BPE)")
-    tokens = field(reader, "tokenizer.ggml.tokens")
-    types = field(reader, "tokenizer.ggml.token_type", [1] * len(tokens))
-    merges = [tuple(m.split(" ", 1)) for m in field(reader, "tokenizer.ggml.merges")]
-    vocab = {tok: i for i, tok in enumerate(tokens)}
+    # The tokenizer is its own concept (which pre-tokenizer each GGUF family needs): see
+    # gguf_tokenizer.py, beside this file.
+    import gguf_tokenizer
     try:
-        tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=False))
-    except Exception as e:  # the tokenizers library raises plain Exception
-        raise ConvertError(f"tokenizer: {e}") from None
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    tok.decoder = decoders.ByteLevel()
-    tok.post_processor = processors.ByteLevel(trim_offsets=False)
-    # Token type 3 is CONTROL in GGUF: special tokens (<|im_start|>, <|endoftext|>, ...).
-    special = [t for t, ty in zip(tokens, types) if int(ty) == 3]
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
-    tok.save(os.path.join(out_dir, "tokenizer.json"))
-    bos = tokens[int(field(reader, "tokenizer.ggml.bos_token_id"))]
-    eos = tokens[int(field(reader, "tokenizer.ggml.eos_token_id"))]
-    config = {"bos_token": bos, "eos_token": eos, "add_bos_token":
-              bool(field(reader, "tokenizer.ggml.add_bos_token", False)),
-              "chat_template": field(reader, "tokenizer.chat_template", "")}
-    with open(os.path.join(out_dir, "tokenizer_config.json"), "w") as f:
-        json.dump(config, f, indent=1)
+        gguf_tokenizer.write(reader, out_dir)
+    except gguf_tokenizer.TokenizerError as e:
+        raise ConvertError(str(e)) from None
 
 
 def convert(gguf_path, out_dir, dtype):
@@ -189,8 +187,7 @@ def convert(gguf_path, out_dir, dtype):
     reader = gguf.GGUFReader(gguf_path)
     names = {hf_name(t.name) for t in reader.tensors}
     config = make_config(reader, names, dtype)
-    tensors = convert_tensors(reader, config["num_attention_heads"],
-                              config["num_key_value_heads"])
+    tensors = convert_tensors(reader, config)
     os.makedirs(out_dir, exist_ok=True)
     write_tokenizer(reader, out_dir)
     with open(os.path.join(out_dir, "config.json"), "w") as f:

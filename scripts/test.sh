@@ -36,7 +36,9 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # The statistical SD sweep (79 runs) and the pure-Python analysis tests run in the Release
 # pass only: under ASan they would add ~5 minutes and exercise no code the other MPI tests
 # (py_test_mpi_layout, py_test_ssd*, mpi_test_*) do not. So do the Slurm tests (label slurm):
-# they test the job scripts and sweeps/run, not ssd-bench's code.
+# they test the job scripts and sweeps/run, not ssd-bench's code. The real pair's tests
+# (py_test_qwen_*: a 1.5B target and 0.5B draft) run the forward, conversion and decoding code
+# that the tiny-qwen2 tests and the SD/SSD tests run under the sanitizers in seconds.
 ctest --test-dir build/sanitize --output-on-failure -j "$jobs" \
-  -E "py_test_sd_lossless|py_test_analysis" -LE slurm
+  -E "py_test_sd_lossless|py_test_analysis|py_test_qwen_" -LE slurm
 stage "Done"

@@ -14,7 +14,7 @@
 #   architecture, 30 layers, hidden 576, 9/3 heads, vocab 49152, tied embeddings).
 # The quantized weights are dequantized to fp32 by the `gguf` package and rounded to bf16
 # (nearest even; see gguf_to_checkpoint.py). The assembled GGUF stays beside the checkpoint
-# (DIR/model.gguf) for the independent reference forward pass of tests/py_test_qwen_pair.py.
+# (DIR/model.gguf) for the independent reference forward pass of tests/py_test_qwen_forward.py.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 model="${1:-}"

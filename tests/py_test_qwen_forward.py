@@ -28,6 +28,7 @@ from ssd_analysis import text  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import mpi_run  # noqa: E402
+from real_models import get_model  # noqa: E402
 
 ARGS = None
 REFERENCE = os.path.join(ROOT, "tests", "reference", "gguf_forward.py")
@@ -119,8 +120,7 @@ class QwenForward(unittest.TestCase):
 
     def check_model(self, name):
         log(f"{name}:")
-        model_dir = self.run_checked(["bash", os.path.join(ROOT, "scripts", "get-model.sh"),
-                                      name], "get-model", timeout=3600).stdout.split()[-1]
+        model_dir = get_model(name)
         gguf = os.path.join(model_dir, "model.gguf")
         prompts_path, prompts, tokenizer = self.prompts(model_dir, name)
         ref = self.reference(gguf, prompts_path, os.path.join(ARGS.work, f"{name}-bf16.npz"),

@@ -43,7 +43,9 @@ import gguf  # noqa: E402
 from ssd_analysis import text  # noqa: E402
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 import gguf_to_checkpoint as convert  # noqa: E402
+from real_models import get_model  # noqa: E402
 
 ARGS = None
 TARGET, DRAFT = "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"
@@ -109,15 +111,6 @@ def reference_tokenizer_class():
     return Qwen2Tokenizer, AddedToken
 
 
-def checkpoint_dir(model):
-    """The model's checkpoint directory, converted once by scripts/get-model.sh."""
-    proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "get-model.sh"), model],
-                          capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"get-model.sh {model} failed:\n{proc.stderr}")
-    return proc.stdout.splitlines()[-1]
-
-
 def write_reference_files(gguf_path, out_dir):
     """vocab.json (the GGUF's NORMAL tokens, as HF's vocab.json has them) and merges.txt;
     returns the vocabulary, the GGUF's added tokens by id and its chat template."""
@@ -138,7 +131,7 @@ def write_reference_files(gguf_path, out_dir):
 class QwenTokenizer(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dirs = {m: checkpoint_dir(m) for m in (TARGET, DRAFT)}
+        cls.dirs = {m: get_model(m) for m in (TARGET, DRAFT)}
         cls.tok, cls.config = text.load_tokenizer(cls.dirs[TARGET])
         ref_dir = os.path.join(ARGS.work, "reference")
         vocab, cls.gguf_added, cls.gguf_template = write_reference_files(

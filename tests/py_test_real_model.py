@@ -26,6 +26,7 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import gguf_to_checkpoint as convert  # noqa: E402
 import mpi_run  # noqa: E402
+from real_models import get_model  # noqa: E402
 
 ARGS = None
 T = gguf.GGMLQuantizationType
@@ -179,9 +180,7 @@ class Converter(unittest.TestCase):
 class RealModel(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = subprocess.run(["bash", os.path.join(ROOT, "scripts", "get-model.sh"),
-                                  "smollm2-135m"], check=True, capture_output=True,
-                                 text=True).stdout.split()[-1]
+        cls.dir = get_model("smollm2-135m")
         from tokenizers import Tokenizer
         cls.tokenizer = Tokenizer.from_file(os.path.join(cls.dir, "tokenizer.json"))
         cls.prompts = os.path.join(ARGS.work, "paris.jsonl")

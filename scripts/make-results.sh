@@ -5,6 +5,8 @@
 #   scripts/make-results.sh --analysis-only   # the tables, figures and predict.txt again from
 #                                             # the runs and characterize file already in results/
 #                                             # (after a change to analysis/)
+#   scripts/make-results.sh --set qwen2.5-coder [--analysis-only] [SWEEP...]
+#                                             # a named set of its own (below)
 #
 # Installs dependencies, builds Release (build/release), runs `ssd-bench characterize` and
 # each sweep (sweeps/SWEEP.toml), then `ssd-analyze` on each sweep's runs:
@@ -27,6 +29,16 @@
 # dependencies are installed and build/release is built; the Release build from scratch adds
 # ~2 minutes.
 #
+# --set qwen2.5-coder: Figures 3-5 from the real pair, Qwen2.5-Coder-1.5B-Instruct verifying
+# Qwen2.5-Coder-0.5B-Instruct on coding tasks (sweeps/qwen-coder/*.toml), into
+# results/qwen2.5-coder/: SWEEP/runs, figures/, summary.txt, validate.txt, machine.txt and
+# numbers.txt (per temperature: alpha, acceptance length, p_hit, budget, T_p, fitted r);
+# its README.md is written by hand from them and left alone. Fetches the two checkpoints
+# (scripts/get-model.sh) when missing and checks the committed prompt ids
+# (sweeps/qwen-coder/prompts.sh); no characterize file, so no roofline and no predict.txt.
+# ~35 minutes of runs on a 2-core machine (fig3 ~11, fig4 ~14, fig5 ~10), most of it
+# loading the pair (~25 s for the target alone, ~50 s for both at once), once per run.
+#
 # Exit status: nonzero when a run fails, a sweep's figure is not drawn, or validate finds an
 # SD/SSD run without an AR baseline (or an unreadable file). Checks outside validate's
 # tolerance are results, not failures: they are marked in validate.txt.
@@ -34,36 +46,59 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 analysis_only=0
-if [ "${1:-}" = "--analysis-only" ]; then
-  analysis_only=1
-  shift
-fi
+set_name=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --analysis-only) analysis_only=1; shift ;;
+    --set)
+      [ $# -gt 1 ] || { echo "make-results.sh: --set needs a name (qwen2.5-coder)" >&2; exit 2; }
+      set_name="$2"; shift 2 ;;
+    --set=*) set_name="${1#--set=}"; shift ;;
+    *) break ;;
+  esac
+done
+# out: where the set's files go; sweep_dir: its sweep files; char: whether it has a
+# characterize file (the CPU sets' synthetic models; the real pair's would take longer to
+# characterize than its sweeps take to run).
+out=results sweep_dir=sweeps char=1 models=()
+defaults=(fig7-speedup fig7-pareto fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback
+  fig6-draft-ranks)
+case "$set_name" in
+  "") ;;
+  qwen2.5-coder)
+    out=results/qwen2.5-coder sweep_dir=sweeps/qwen-coder char=0
+    models=(qwen2.5-coder-1.5b qwen2.5-coder-0.5b)
+    defaults=(fig3-fanout fig4-temperature fig5-saguaro-c) ;;
+  *) echo "make-results.sh: --set: unknown set '$set_name' (known: qwen2.5-coder)" >&2; exit 2 ;;
+esac
 if [ "$analysis_only" -eq 0 ]; then
   bash scripts/install-deps.sh
   bash scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release
+  for m in "${models[@]}"; do bash scripts/get-model.sh "$m" > /dev/null; done
+  [ -z "$set_name" ] || bash "$sweep_dir/prompts.sh"   # the committed prompt ids, checked
 fi
 sweeps=("$@")
 if [ ${#sweeps[@]} -eq 0 ]; then
-  sweeps=(fig7-speedup fig7-pareto fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback
-    fig6-draft-ranks)
-  rm -rf results/figures   # a full regeneration leaves no stale figures behind
+  sweeps=("${defaults[@]}")
+  rm -rf "$out/figures"   # a full regeneration leaves no stale figures behind
 fi
 for name in "${sweeps[@]}"; do
-  [ -f "sweeps/$name.toml" ] || { echo "make-results.sh: no sweeps/$name.toml" >&2; exit 2; }
-  if [ "$analysis_only" -eq 1 ] && ! compgen -G "results/$name/runs/*.h5" > /dev/null; then
-    echo "make-results.sh: --analysis-only: no runs in results/$name" >&2
+  [ -f "$sweep_dir/$name.toml" ] ||
+    { echo "make-results.sh: no $sweep_dir/$name.toml" >&2; exit 2; }
+  if [ "$analysis_only" -eq 1 ] && ! compgen -G "$out/$name/runs/*.h5" > /dev/null; then
+    echo "make-results.sh: --analysis-only: no runs in $out/$name" >&2
     exit 2
   fi
 done
-if [ "$analysis_only" -eq 1 ] && [ ! -f results/characterize.h5 ]; then
+if [ "$analysis_only" -eq 1 ] && [ "$char" -eq 1 ] && [ ! -f results/characterize.h5 ]; then
   echo "make-results.sh: --analysis-only: no results/characterize.h5" >&2
   exit 2
 fi
-mkdir -p results/figures
+mkdir -p "$out/figures"
 tmp="$(mktemp)"
 trap 'rm -f "$tmp"' EXIT
 
-if [ "$analysis_only" -eq 0 ]; then
+if [ "$analysis_only" -eq 0 ] && [ "$char" -eq 1 ]; then
   echo "== ssd-bench characterize"
   # The SSD layout of the llama-124m sweeps: target on rank 0, llama-12m draft on rank 1, so the
   # file also holds the draft<->target link, the draft's step times and the verification window.
@@ -72,23 +107,24 @@ if [ "$analysis_only" -eq 0 ]; then
   mpirun "${root_flag[@]}" --oversubscribe -np 2 ./build/release/ssd-bench characterize --threads 1 \
     --target synthetic:llama-124m --draft synthetic:llama-12m --out results/characterize.h5 \
     --overwrite | tee results/characterize.txt
-
+fi
+if [ "$analysis_only" -eq 0 ]; then
   for name in "${sweeps[@]}"; do
     echo "== sweep $name"
-    rm -rf "results/$name"
-    sweeps/run "sweeps/$name.toml" --out "results/$name"
-    rm -rf "results/$name/logs"
+    rm -rf "${out:?}/$name"
+    sweeps/run "$sweep_dir/$name.toml" --out "$out/$name"
+    rm -rf "$out/$name/logs"
   done
 fi
 
 # draw NAMES FILES...: the figures of `ssd-analyze figures` named in NAMES (comma-separated),
-# into results/figures. Only those: a figure the sweep is not made for cannot stop it.
+# into $out/figures. Only those: a figure the sweep is not made for cannot stop it.
 draw() {
-  /usr/bin/python3 - "$@" <<'PY'
+  /usr/bin/python3 - "$out/figures" "$@" <<'PY'
 import sys
 sys.path.insert(0, "analysis")
 from ssd_analysis import figures as F, figures_detail as D, figures_scale as S, io
-names, files = sys.argv[1].split(","), sys.argv[2:]
+out, names, files = sys.argv[1], sys.argv[2].split(","), sys.argv[3:]
 runs, errors = io.load_runs(files)
 makers = dict(F.FIGURES, timeline=lambda rs, d: D.fig_timeline(rs, d, None),
               roofline=D.fig_roofline, fig6_draft_ranks=S.fig_draft_ranks)
@@ -100,8 +136,8 @@ for name in names:
         print(f"   (no figure named {name})")
         continue
     try:
-        fig = makers[name](runs, "results/figures")
-        print("   " + " ".join(F.save(fig, "results/figures", name)))
+        fig = makers[name](runs, out)
+        print("   " + " ".join(F.save(fig, out, name)))
     except Exception as e:   # F.Skip (inputs missing) or a plotting error
         print(f"make-results.sh: {name} not drawn: {type(e).__name__}: {e}", file=sys.stderr)
         failed = True
@@ -110,54 +146,67 @@ PY
 }
 
 status=0
-: > results/summary.txt
-: > results/validate.txt
+: > "$out/summary.txt"
+: > "$out/validate.txt"
 for i in "${!sweeps[@]}"; do
   name="${sweeps[$i]}"
-  files=("results/$name"/runs/*.h5)
+  files=("$out/$name"/runs/*.h5)
   echo "== ssd-analyze: $name"
-  { echo "### $name (sweeps/$name.toml)"; analysis/ssd-analyze summary "${files[@]}"; echo; } \
-    >> results/summary.txt
+  { echo "### $name ($sweep_dir/$name.toml)"; analysis/ssd-analyze summary "${files[@]}"
+    echo; } >> "$out/summary.txt"
   v=0
-  { echo "### $name (sweeps/$name.toml)"; analysis/ssd-analyze validate "${files[@]}"; } \
+  { echo "### $name ($sweep_dir/$name.toml)"; analysis/ssd-analyze validate "${files[@]}"; } \
     > "$tmp" || v=$?
-  { cat "$tmp"; echo "### $name: validate exit status $v"; echo; } >> results/validate.txt
+  { cat "$tmp"; echo "### $name: validate exit status $v"; echo; } >> "$out/validate.txt"
   echo "   validate (exit $v): $(tail -n 1 "$tmp")"
   if [ "$v" -ge 2 ]; then
     echo "make-results.sh: validate $name: exit $v (an SD/SSD run without an AR baseline, or" \
-      "an unreadable file); see results/validate.txt" >&2
+      "an unreadable file); see $out/validate.txt" >&2
     status=1
   fi
   # The sweep's own figure (sweep fig3-fanout -> fig3_fanout), from its runs alone; timeline
   # and roofline from the first sweep (fig7-speedup by default) and the characterization.
   want="${name//-/_}"
-  if [ "$i" -eq 0 ]; then want+=",timeline,roofline"; fi
+  if [ "$i" -eq 0 ]; then want+=",timeline"; fi
+  if [ "$char" -eq 0 ]; then
+    draw "$want" "${files[@]}" || status=1
+    continue
+  fi
+  if [ "$i" -eq 0 ]; then want+=",roofline"; fi
   draw "$want" "${files[@]}" results/characterize.h5 || status=1
 done
 
 # The first-principles model (ssd-analyze predict) against every run above, and its forecast
-# for the paper's layout with 1 to 4 draft GPUs.
-echo "== ssd-analyze predict"
-{
-  echo "### predict --validate: every run above against the characterize file's step costs"
-  analysis/ssd-analyze predict --validate results/*/runs/*.h5 --characterize results/characterize.h5
-  echo
-  echo "### predict: Llama-3.1-70B TP4 + Llama-3.2-1B on h100-sxm, 1-4 draft GPUs"
-  analysis/ssd-analyze predict --draft-ranks 1,2,3,4 -b 1,16 --max-budget 256
-} > results/predict.txt || status=1
-tail -n 1 results/predict.txt
+# for the paper's layout with 1 to 4 draft GPUs; a set without a characterize file gets the
+# numbers its README quotes instead (sweeps/qwen-coder/figure_inputs.py).
+if [ "$char" -eq 0 ]; then
+  echo "== numbers"
+  /usr/bin/python3 "$sweep_dir/figure_inputs.py" "$out" > "$out/numbers.txt" || status=1
+  cat "$out/numbers.txt"
+else
+  echo "== ssd-analyze predict"
+  {
+    echo "### predict --validate: every run above against the characterize file's step costs"
+    analysis/ssd-analyze predict --validate results/*/runs/*.h5 \
+      --characterize results/characterize.h5
+    echo
+    echo "### predict: Llama-3.1-70B TP4 + Llama-3.2-1B on h100-sxm, 1-4 draft GPUs"
+    analysis/ssd-analyze predict --draft-ranks 1,2,3,4 -b 1,16 --max-budget 256
+  } > results/predict.txt || status=1
+  tail -n 1 results/predict.txt
+fi
 
 if [ "$analysis_only" -eq 0 ]; then
   {
     echo "machine: $(lscpu | sed -n 's/^Model name:[ \t]*//p'), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
     echo "commit: $(git rev-parse --short HEAD), date: $(date -u +%F)"
-  } > results/machine.txt
+  } > "$out/machine.txt"
 else  # the runs' machine and commit stay; the analysis is this commit's
-  grep -v '^analysis:' results/machine.txt > "$tmp" || true
+  grep -v '^analysis:' "$out/machine.txt" > "$tmp" || true
   { cat "$tmp"; echo "analysis: commit $(git rev-parse --short HEAD), date: $(date -u +%F)"; } \
-    > results/machine.txt
+    > "$out/machine.txt"
 fi
-echo "== results/ written in $((SECONDS / 60))m$((SECONDS % 60))s:" \
+echo "== $out/ written in $((SECONDS / 60))m$((SECONDS % 60))s:" \
   "summary.txt, validate.txt, figures/, one folder of runs per sweep" \
   "$([ "$status" -eq 0 ] || echo '(WITH ERRORS, see above)')"
 exit "$status"

@@ -172,7 +172,8 @@ def fig_fanout(runs, out_dir):
         if not np.any(looked):
             continue
         key = (short(r.target), r.draft, r.temperature, r.saguaro_c, r.synthetic_outcomes)
-        pool = pools.setdefault(key, {"primary": [], "backup": [], "all": []})
+        pool = pools.setdefault(key, {"primary": [], "backup": [], "all": [], "eq1": True})
+        pool["eq1"] &= r.fallback == "backup"   # Equation (1): every miss goes to the backup
         backup = looked & (rd["source"] == M.SOURCE_BACKUP)
         pool["primary"].append(rd["bonus_rank"][looked & ~backup])
         pool["backup"].append(rd["bonus_rank"][backup])
@@ -182,9 +183,13 @@ def fig_fanout(runs, out_dir):
     if len(pools) > MAX_SERIES:   # keep the setups with the most lookups
         keep = sorted(pools, key=lambda k: -sum(len(a) for a in pools[k]["all"]))[:MAX_SERIES]
         pools = OrderedDict((k, v) for k, v in pools.items() if k in keep)
+    backups = "/".join(sorted({r.backup for r in _speculative(runs, "ssd")} - {"-"}))
+    pairs = {f"{_model(k[0])}/{_model(k[1])}" for k in pools}
+    pair = pairs.pop() if len(pairs) == 1 and len(pools) > 1 else ""   # said once, in the title
     panels = [("primary", "after a primary speculation: 1 - p_hit,p(F)"),
-              ("backup", "after a backup speculation: 1 - p_hit,b(F)"),
-              ("all", "all rounds: 1 - p_hit(F)")]
+              ("backup", f"after a backup ({backups}) speculation: 1 - p_hit,b(F)"),
+              ("all", "overall: 1 - p_hit(F); Eq. (1) of the two where every miss went\n"
+                      "to the backup, else all rounds pooled")]
     fig, axes = plt.subplots(1, 3, figsize=(13.0, 4.6), sharey=True)
     lows, sizes = [], []
     for ax, (kind, title) in zip(axes, panels):
@@ -193,7 +198,12 @@ def fig_fanout(runs, out_dir):
             ranks = np.concatenate(pool[kind])
             if ranks.size < MIN_RANKS:
                 continue
-            miss = M.miss_rate_curve(ranks, FANOUTS)
+            # the overall curve by Equation (1) where every miss went to the backup: pooling
+            # would weight the two conditions by the run's own fan-out's hit rate, not by F's
+            miss = M.eq1_miss_curve(*(np.concatenate(pool[k]) for k in ("primary", "backup")),
+                                    FANOUTS, MIN_RANKS) if kind == "all" and pool["eq1"] \
+                else None
+            miss = M.miss_rate_curve(ranks, FANOUTS) if miss is None else miss
             ok = miss > 0          # the log axis shows only fan-outs with some miss
             usable = int(np.sum(ok & (miss < 1)))
             counts = np.full(FANOUTS.shape, ranks.size)
@@ -203,8 +213,8 @@ def fig_fanout(runs, out_dir):
                 if usable >= MIN_FIT_POINTS else math.nan
             color = PALETTE[i % len(PALETTE)]
             target, draft, temp, c, syn = key
-            name = f"{target}/{short(draft)} T={temp:g}" + (f" C={c:g}" if c != 1 else "") + \
-                (" synth." if syn else "")
+            name = ("" if pair else f"{_model(target)}/{_model(draft)} ") + f"T={temp:g}" + \
+                (f" C={c:g}" if c != 1 else "") + (" synth." if syn else "")
             if not np.any(ok):
                 fit = "no misses at any fan-out"
             elif math.isfinite(r):
@@ -240,9 +250,19 @@ def fig_fanout(runs, out_dir):
         axes[0].set_ylim(min(lows) / 2, 1.2)
     else:
         axes[0].set_ylim(0.5 / max(sizes, default=MIN_RANKS), 1.2)
-    fig.suptitle("Cache misses fall as a power law in fan-out (Fig. 3); dashed: (F+1)^-r fits, "
-                 "r; the paper's F^-r convention's slope beside it")
+    fig.suptitle("Cache misses fall as a power law in fan-out (Fig. 3)" + (f", {pair}" if pair
+                                                                           else "") +
+                 "\ndashed: (F+1)^-r fits, r; the paper's F^-r convention's slope beside it")
     return fig
+
+
+def _model(spec):
+    """A model's name without its directory: checkpoints are given as paths."""
+    return os.path.basename(short(spec).rstrip("/"))
+
+
+def _cache(r):
+    return M.cache_stats(r.rounds, r.fanout, r.lookahead)
 
 
 # --- (d) Figure 4 ----------------------------------------------------------------------------
@@ -264,24 +284,35 @@ def fig_temperature(runs, out_dir):
     for i, (key, by_t) in enumerate(series.items()):
         ts = sorted(by_t)
         color = PALETTE[i % len(PALETTE)]
-        name = f"SSD {key[4]}" + ("" if len(setups) == 1 else
-                                  f" ({key[0]}/{key[1]}, b={key[2]}, n={key[3]})")
+        # the cache each built, per sequence: Figure 4 compares shapes at one budget
+        size = np.nanmean([_cache(r)["built"] for rs in by_t.values() for r in rs])
+        name = f"SSD {key[4]}, cache {size:.1f}" + (
+            "" if len(setups) == 1 else f" ({key[0]}/{key[1]}, b={key[2]}, n={key[3]})")
         style = "o-" if key[4].startswith("geometric") else "o--"
         ax1.plot(ts, [np.mean([r.tok_s for r in by_t[t]]) for t in ts], style, color=color,
                  label=name)
-        ax2.plot(ts, [np.mean([r.summary.get("p_hit", np.nan) for r in by_t[t]]) for t in ts],
-                 style, color=color, label=name)
-    sd = {}
-    for r in _speculative(runs, "sd"):
-        if any((short(r.target), short(r.draft), r.batch_size, r.max_new_tokens) == s
-               for s in setups):
-            sd.setdefault(r.temperature, []).append(r.tok_s)
-    if sd:
-        ts = sorted(sd)
-        ax1.plot(ts, [np.mean(sd[t]) for t in ts], "s:", color="black", label="SD")
+        hits = [[_cache(r) for r in by_t[t]] for t in ts]   # pooled over runs at one T
+        n = [sum(c["lookups"] for c in cs) for cs in hits]
+        p = [sum(c["p_built"] * c["lookups"] for c in cs) / max(k, 1) for cs, k in zip(hits, n)]
+        ax2.errorbar(ts, p, yerr=[M.binomial_se(*a) for a in zip(p, n)], fmt=style, capsize=2,
+                     color=color, label=name)
+    base = {"sd": {}, "ar": {}}   # the baselines of the same setups
+    for r in runs:
+        if r.mode in base and any((short(r.target), short(r.draft), r.batch_size,
+                                   r.max_new_tokens) in (s, (s[0], "-") + s[2:]) for s in setups):
+            base[r.mode].setdefault(r.temperature, []).append(r.tok_s)
+    for mode, style, color in (("sd", "s:", "black"), ("ar", "x:", MODE_COLORS["ar"])):
+        if base[mode]:
+            ts = sorted(base[mode])
+            ax1.plot(ts, [np.mean(base[mode][t]) for t in ts], style, color=color,
+                     label=mode.upper())
+    speeds = [y for line in ax1.get_lines() for y in line.get_ydata() if y > 0]
+    if speeds and max(speeds) > 5 * min(speeds):   # e.g. a tiny model's AR far above SSD
+        ax1.set_yscale("log")
+    ax1.set_title("Decode speed")
     ax1.set_xlabel("temperature")
     ax1.set_ylabel("decode tok/s")
-    ax1.set_title("Decode speed")
+    ax1.legend(fontsize=7)
     ax2.set_xlabel("temperature")
     ax2.set_ylabel("cache hit rate p_hit")
     ax2.set_ylim(0, 1.02)
@@ -300,20 +331,32 @@ def fig_saguaro_c(runs, out_dir):
     series = OrderedDict((k, v) for k, v in series.items() if len({r.saguaro_c for r in v}) > 1)
     if not series:
         raise Skip("needs SSD runs at two or more Saguaro C values with the same setup")
-    fig, ax = plt.subplots(figsize=(5.5, 4.2))
+    fig, ax = plt.subplots(figsize=(6.5, 4.6))
     for i, (key, rs) in enumerate(series.items()):
         rs.sort(key=lambda r: r.saguaro_c)
-        x = [r.summary.get("p_hit", np.nan) for r in rs]
-        y = [r.summary.get("acceptance_rate", np.nan) for r in rs]
+        cs = [_cache(r) for r in rs]
+        y, ye = [c["alpha"] for c in cs], [c["alpha_se"] for c in cs]
         target, b, temp, n, _, draft, fanout = key
-        ax.plot(x, y, "o-", color=PALETTE[i % len(PALETTE)],
-                label=f"{short(target)}/{short(draft)} T={temp:g} b={b} {fanout}")
-        for r, xi, yi in zip(rs, x, y):
-            ax.annotate(f"C={r.saguaro_c:g}", (xi, yi), xytext=(4, 3),
-                        textcoords="offset points", fontsize=7)
+        color = PALETTE[i % len(PALETTE)]
+        name = f"{_model(target)}/{_model(draft)} T={temp:g} b={b} {fanout}"
+        equal = all(math.isfinite(c["p_shape"]) for c in cs)
+        for kind, style, label in (("p_shape", "o-", f"cache of {cs[0]['shape']:g} at every C"),
+                                   ("p_built", "o:", "cache as built (its size)")):
+            if kind == "p_shape" and not equal:
+                continue
+            x = [c[kind] for c in cs]
+            ax.errorbar(x, y, xerr=[M.binomial_se(p, c["lookups"]) for p, c in zip(x, cs)],
+                        yerr=ye, fmt=style, color=color, capsize=2, elinewidth=0.6,
+                        mfc=color if kind == "p_shape" else "none", label=f"{name}: {label}")
+        for r, c in zip(rs, cs):
+            ax.annotate(f"C={r.saguaro_c:g}", (c["p_shape" if equal else "p_built"], c["alpha"]),
+                        xytext=(4, 3), textcoords="offset points", fontsize=7)
+            ax.annotate(f"({c['built']:.1f})", (c["p_built"], c["alpha"]), xytext=(-4, -9),
+                        ha="right", textcoords="offset points", fontsize=6, color=color)
     ax.set_xlabel("cache hit rate p_hit")
-    ax.set_ylabel("acceptance rate")
-    ax.set_title("Saguaro sampling trades acceptance for hits (Fig. 5 left)")
+    ax.set_ylabel("per-token acceptance \u03b1 (capped-geometric MLE)")
+    ax.set_title("Saguaro sampling trades acceptance for hits (Fig. 5 left)\nerror bars: one "
+                 "standard error (binomial)", fontsize=10)
     ax.legend(fontsize=7)
     return fig
 

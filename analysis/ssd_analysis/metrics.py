@@ -221,6 +221,83 @@ def fit_power_law_paper(fanouts, miss, counts=None):
     return float(-np.sum(w * (x - xm) * (y - ym)) / sxx)
 
 
+# --- Figures 4 and 5: acceptance and hit rate at a given cache shape ----------------------
+
+def alpha_mle(accepted, K):
+    """The paper's per-token acceptance probability (a_p of Theorem 12, alpha of Appendix E):
+    Appendix A.2 takes "the chance of accepting exactly k tokens [to be] a_p^k (1 - a_p) for
+    k < K, and a_p^K for k = K"; its maximum-likelihood estimate over rounds that drafted K is
+    accepted / (accepted + rounds with a rejection), K a number or each round's drafted. Not
+    /summary's acceptance_rate (accepted / drafted, vLLM's definition), which is E[k]/K =
+    a (1 - a^K) / (K (1 - a)): positions after a rejection are never tried, so at a = 0.8,
+    K = 3 it reads 0.65. NaN without rounds."""
+    a = np.asarray(accepted, dtype=float)
+    s, rejected = float(a.sum()), float(np.sum(a < K))
+    return s / (s + rejected) if s + rejected > 0 else math.nan
+
+
+def fixed_shape(fanout, K):
+    """F_0..F_K of a fixed --fanout (uniform:F, list:F0,...,FK); None for geometric, whose
+    shape follows the run's online estimates round by round."""
+    kind, _, arg = str(fanout).partition(":")
+    if kind == "uniform" and arg:
+        return [int(arg)] * (K + 1)
+    if kind == "list" and arg:
+        shape = [int(v) for v in arg.split(",")]
+        return shape if len(shape) == K + 1 else None
+    return None
+
+
+def hits_at_shape(accepted, bonus_rank, shape):
+    """Per round: whether a cache of exactly shape[k] outcomes at the round's k -- the draft's
+    shape[k] likeliest bonus tokens other than s_{k+1}, which its own rejection rules out --
+    holds the bonus: 1 <= bonus_rank <= shape[k] (/rounds ranks exclude s_{k+1}). The bonus
+    does not depend on what was cached, so this is the hit rate of that cache whatever cache
+    the run built (runs made before the cache held F_k at every --saguaro-c held one outcome
+    fewer wherever the draft had sampled one of its own down-weighted top F_k)."""
+    k, rank = np.asarray(accepted), np.asarray(bonus_rank)
+    f = np.asarray(shape)[np.clip(k, 0, len(shape) - 1)]
+    return (rank >= 1) & (rank <= f)
+
+
+def cache_stats(rounds, fanout, K):
+    """Figures 4 and 5 from an SSD run's /rounds, as a dict: alpha (alpha_mle over the rounds
+    the primary drafted) and its binomial standard error; p_shape, the hit rate of a cache of
+    the fixed shape's F_k at every round (NaN for geometric fan-outs), and p_built, of the
+    cache the run built, over `lookups` looked-up outcomes; built, the mean outcomes that cache
+    held, and shape, the shape's size. Figures 4 and 5 compare caches of one size."""
+    rd = rounds
+    looked = rd["outcome_hit"] >= 0
+    primary = rd["source"] != SOURCE_BACKUP
+    acc, drafted = rd["accepted"][primary], rd["drafted"][primary]
+    alpha = alpha_mle(acc, drafted)
+    trials = float(acc.sum() + np.sum(acc < drafted))   # positions tried: Bernoulli(alpha)
+    shape = fixed_shape(fanout, K)
+    n = int(looked.sum())
+    return {"alpha": alpha, "alpha_se": math.sqrt(alpha * (1 - alpha) / trials) if trials
+            else math.nan, "lookups": n, "p_built": p_hit(rd["outcome_hit"]),
+            "p_shape": _mean(hits_at_shape(rd["accepted"][looked], rd["bonus_rank"][looked],
+                                           shape)) if shape else math.nan,
+            "built": _mean(np.clip(rd["fanout"][looked], 0, None).sum(axis=1)) if n
+            else math.nan, "shape": float(sum(shape)) if shape else math.nan}
+
+
+def binomial_se(p, n):
+    """Standard error of a proportion p over n trials (NaN without trials)."""
+    return math.sqrt(p * (1 - p) / n) if n and math.isfinite(p) else math.nan
+
+
+def eq1_miss_curve(primary_ranks, backup_ranks, fanouts, min_ranks=1):
+    """1 - p_hit(F) for each uniform fan-out F by Equation (1) from the bonus ranks of rounds
+    after a primary and after a backup speculation, for runs whose every miss went to the
+    backup; None with fewer than min_ranks ranks of either kind."""
+    if min(np.size(primary_ranks), np.size(backup_ranks)) < max(min_ranks, 1):
+        return None
+    hit_p = 1.0 - miss_rate_curve(primary_ranks, fanouts)
+    hit_b = 1.0 - miss_rate_curve(backup_ranks, fanouts)
+    return np.array([1.0 - eq1_p_hit(p, b) for p, b in zip(hit_p, hit_b)])
+
+
 # --- Figure 7 (right): throughput-latency Pareto frontier ---------------------------------
 
 def pareto_frontier(latency, throughput):

@@ -282,6 +282,38 @@ class Timing(unittest.TestCase):
 
 
 
+class CacheFigureStatistics(unittest.TestCase):
+    """The quantities Figures 4 and 5 plot from a run's /rounds."""
+
+    def test_alpha_mle_recovers_a_capped_geometric(self):
+        # Appendix A.2's model: k accepted with probability a^k (1 - a) for k < K, a^K at K.
+        rng = np.random.default_rng(5)
+        for a, K in ((0.85, 3), (0.5, 4), (0.95, 8)):
+            k = np.minimum(rng.geometric(1 - a, size=20000) - 1, K)
+            self.assertAlmostEqual(M.alpha_mle(k, K), a, delta=0.01)
+            # acceptance_rate (accepted / drafted) is a different, smaller number
+            self.assertLess(k.mean() / K, a)
+        self.assertEqual(M.alpha_mle([3, 3, 3], 3), 1.0)
+        self.assertEqual(M.alpha_mle([0, 0], 3), 0.0)
+        self.assertTrue(math.isnan(M.alpha_mle([], 3)))
+
+    def test_hits_at_shape_counts_ranks_within_each_positions_fanout(self):
+        accepted = np.array([0, 0, 1, 3, 3])
+        ranks = np.array([1, 3, 2, 0, 4])  # rank 0: outside the draft's list
+        np.testing.assert_array_equal(M.hits_at_shape(accepted, ranks, [2, 2, 1, 4]),
+                                      [True, False, True, False, True])
+        self.assertEqual(M.fixed_shape("uniform:2", 3), [2, 2, 2, 2])
+        self.assertEqual(M.fixed_shape("list:4,0,0,0", 3), [4, 0, 0, 0])
+        self.assertIsNone(M.fixed_shape("geometric:8", 3))
+
+    def test_eq1_curve_of_two_equal_curves_is_that_curve(self):
+        ranks = np.array([1, 1, 2, 5, 9, 1, 3])
+        f = np.arange(1, 11)
+        want = M.miss_rate_curve(ranks, f)
+        np.testing.assert_allclose(M.eq1_miss_curve(ranks, ranks, f), want)
+        self.assertIsNone(M.eq1_miss_curve(ranks, [], f))
+
+
 class SharedSpeedupTable(unittest.TestCase):
     """tests/reference/speedup_cases.json: the same table tests/test_fallback.cpp checks the
     run-time fallback policy against, so analysis and ssd-bench agree on Corollary 16 and

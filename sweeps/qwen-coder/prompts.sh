@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Tokenizes sweeps/prompts/code.jsonl for the Qwen2.5-Coder pair (one tokenizer for target and
+# draft) and writes the two subsets the sweeps here read, from the repository root:
+#   sweeps/qwen-coder/code6.jsonl   fig3-fanout: tasks 1, 6 (write), 15, 20 (fix), 27, 35 (explain)
+#   sweeps/qwen-coder/code3.jsonl   fig4-temperature, fig5-saguaro-c: tasks 1, 15, 27
+# Subsets, not all 38 tasks: ssd-bench decodes every prompt of its file, and on 2 CPU cores a
+# 1.5B target decodes ~5 tok/s, so a sweep of ~10 minutes affords a few hundred tokens per run.
+# One task of each kind (write, fix, explain) in each subset, Python first.
+# The files are committed; this script (run by scripts/make-results.sh --set qwen2.5-coder)
+# says how they were made and fails when the tokenizer no longer gives the committed ids.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+model=models/qwen2.5-coder-1.5b
+[ -f "$model/tokenizer.json" ] || { echo "prompts.sh: no $model (bash scripts/get-model.sh" \
+  "qwen2.5-coder-1.5b)" >&2; exit 2; }
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+analysis/ssd-prompts --tokenizer "$model" sweeps/prompts/code.jsonl -o "$tmp/all.jsonl" >&2
+sed -n '1p;6p;15p;20p;27p;35p' "$tmp/all.jsonl" > "$tmp/code6.jsonl"
+sed -n '1p;15p;27p' "$tmp/all.jsonl" > "$tmp/code3.jsonl"
+status=0
+for name in code6 code3; do
+  out="sweeps/qwen-coder/$name.jsonl"
+  if [ ! -f "$out" ]; then
+    cp "$tmp/$name.jsonl" "$out"
+    echo "prompts.sh: wrote $out" >&2
+  elif ! cmp -s "$tmp/$name.jsonl" "$out"; then
+    echo "prompts.sh: $out differs from what $model's tokenizer gives now; delete it and" \
+      "run this again to rewrite it" >&2
+    status=1
+  fi
+done
+exit "$status"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Tokenizes sweeps/prompts/code.jsonl for the Qwen2.5-Coder pair (one tokenizer for target and
-# draft) and writes the two subsets the sweeps here read, from the repository root:
+# draft) and writes the subsets the sweeps here read, from the repository root:
 #   sweeps/qwen-coder/code6.jsonl   fig3-fanout: tasks 1, 6 (write), 15, 20 (fix), 27, 35 (explain)
 #   sweeps/qwen-coder/code3.jsonl   fig4-temperature, fig5-saguaro-c: tasks 1, 15, 27
+#   sweeps/qwen-coder/code8.jsonl   every-mode: tasks 1, 6, 10, 15, 20, 27, 31, 35 (batch up to 8)
+#   sweeps/qwen-coder/code2.jsonl   speed-baseline: tasks 1, 15
 # Subsets, not all 38 tasks: ssd-bench decodes every prompt of its file, and on 2 CPU cores a
 # 1.5B target decodes ~5 tok/s, so a sweep of ~10 minutes affords a few hundred tokens per run.
 # One task of each kind (write, fix, explain) in each subset, Python first.
@@ -18,8 +20,10 @@ trap 'rm -rf "$tmp"' EXIT
 analysis/ssd-prompts --tokenizer "$model" sweeps/prompts/code.jsonl -o "$tmp/all.jsonl" >&2
 sed -n '1p;6p;15p;20p;27p;35p' "$tmp/all.jsonl" > "$tmp/code6.jsonl"
 sed -n '1p;15p;27p' "$tmp/all.jsonl" > "$tmp/code3.jsonl"
+sed -n '1p;6p;10p;15p;20p;27p;31p;35p' "$tmp/all.jsonl" > "$tmp/code8.jsonl"
+sed -n '1p;15p' "$tmp/all.jsonl" > "$tmp/code2.jsonl"
 status=0
-for name in code6 code3; do
+for name in code6 code3 code8 code2; do
   out="sweeps/qwen-coder/$name.jsonl"
   if [ ! -f "$out" ]; then
     cp "$tmp/$name.jsonl" "$out"

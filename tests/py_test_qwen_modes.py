@@ -29,7 +29,7 @@ REQUESTS = ["Write a Python function that returns the n-th Fibonacci number.",
             "Fix the bug: `def mean(xs): return sum(xs) / len(xs) + 1`",
             "Write a C function that reverses a string in place.",
             "Explain what `git rebase` does in two sentences."]
-NEW_TOKENS = 24
+NEW_TOKENS = 16
 
 
 def write_prompts(target, requests, path, copies=1, chat=True):
@@ -104,8 +104,9 @@ class SampledLossless(Pair):
         # A short code prefix, not a chat request: the prefill of N copies of a chat prompt
         # (~30 tokens with Qwen's system prompt) would cost most of the test on 2 cores.
         one = os.path.join(ARGS.work, "one.jsonl")
-        write_prompts(self.target, ["import numpy as np\n\ndef"], one, copies=self.N,
-                      chat=False)
+        # "import": many likely continuations (os, sys, numpy, ...), so the chi-square test has
+        # categories to compare ("import numpy as np\n\ndef" left 2-3).
+        write_prompts(self.target, ["import"], one, copies=self.N, chat=False)
         common = ["--batch-size", "40", "--temperature", "1"]
         draft = ["--draft", self.draft, "--lookahead", "2"]
         runs = {"ar": (1, []), "ar_again": (1, []), "sd": (1, ["--mode", "sd", *draft]),
@@ -121,6 +122,10 @@ class SampledLossless(Pair):
                 print(f"\n  {name} vs ar, tokens {columns}: chi2 {stat:.1f} df {df} p {p:.3g}",
                       end="", flush=True)
                 self.assertGreater(p, 1e-3, f"{name} tokens {columns}")
+                # After "import" the first two tokens vary enough for categories to compare
+                # (df 2-5 seen at N = 240); the later pair may pool into one (df 0).
+                if columns == [0, 1]:
+                    self.assertGreater(df, 0, f"{name}: nothing to compare")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ draft="$(bash scripts/get-model.sh qwen2.5-coder-0.5b)"
 # One prompt of each kind: write a function, fix a bug, explain code.
 sed -n '1p;15p;27p' sweeps/prompts/code.jsonl > "$out/code-3.jsonl"
 analysis/ssd-prompts --tokenizer "$target" "$out/code-3.jsonl" -o "$out/code-3-ids.jsonl"
-pair=(--target "$target" --prompts "$out/code-3-ids.jsonl" --max-new-tokens 96 --reps 1 --warmup 0)
+pair=(--target "$target" --prompts "$out/code-3-ids.jsonl" --max-new-tokens 64 --reps 1 --warmup 0)
 ./build/release/ssd-bench "${pair[@]}" --threads 2 --out "$out/pair-ar.h5" --overwrite
 echo "== What the target wrote (greedy)"
 analysis/ssd-analyze text "$out/pair-ar.h5" --tokenizer "$target"

@@ -288,7 +288,7 @@ TEST(Presets, ExactParameterCounts) {
 
 TEST(Presets, NamesAndShapes) {
   const std::vector<std::string> names = preset_names();
-  EXPECT_EQ(names.size(), 12u);
+  EXPECT_EQ(names.size(), 13u);
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
     const std::optional<ModelConfig> c = find_preset(name);
@@ -301,6 +301,7 @@ TEST(Presets, NamesAndShapes) {
   EXPECT_NE(tiny.head_dim, tiny.hidden_size / tiny.num_attention_heads);
   EXPECT_TRUE(find_preset("tiny-llama-tied")->tie_word_embeddings);
   EXPECT_FALSE(find_preset("tiny-qwen3-untied")->tie_word_embeddings);
+  EXPECT_TRUE(find_preset("tiny-qwen2")->has_qkv_bias());
   EXPECT_TRUE(find_preset("llama-3.2-1b")->tie_word_embeddings);
   EXPECT_DOUBLE_EQ(find_preset("llama-3.2-1b")->rope_scaling.factor, 32.0);
 }

@@ -90,6 +90,10 @@ class Backend {
   }
   // The type a weight requested as `storage` is actually kept in.
   virtual DType weight_storage(DType storage) const { return storage; }
+  // What the GEMMs multiply a matrix kept as `storage` in: "f32" (weights widened, fp32
+  // products) or "bf16" (activations rounded to bf16, bf16 x bf16 products summed in fp32). For
+  // the header, /config and characterize.
+  virtual std::string compute_for(DType /*storage*/) const { return "f32"; }
   // Whether weights live in the host's memory, so that a decode step is bound by what the
   // host's cores can read (a GPU backend's bound is its device memory).
   virtual bool weights_in_host_memory() const { return true; }

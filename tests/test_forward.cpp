@@ -33,12 +33,17 @@ struct Loaded {
   std::unique_ptr<WeightSource> source;
   std::unique_ptr<Backend> backend;
   Model model;
-  Loaded(const std::string& preset, std::unique_ptr<Backend> be)
+  // storage BF16 with a backend whose compute_for(BF16) is "bf16": the weights multiplied in bf16.
+  Loaded(const std::string& preset, std::unique_ptr<Backend> be, DType storage = DType::F32)
       : source(open_weight_source("synthetic:" + preset, 5)),
         backend(std::move(be)),
-        model(load_model(*source, *backend)) {}
+        model(load_model(*source, *backend, {}, nullptr, storage)) {}
   Loaded(const std::string& preset, int threads)
       : Loaded(preset, std::make_unique<CpuBackend>(threads)) {}
+  // bf16 weights under --compute bf16 (CpuCompute::BF16).
+  Loaded(const std::string& preset, int threads, CpuCompute compute)
+      : Loaded(preset, std::make_unique<CpuBackend>(threads, GemmKind::Invariant, compute),
+               compute == CpuCompute::BF16 ? DType::BF16 : DType::F32) {}
   ~Loaded() { release_model(model); }
   int vocab() const { return model.config.vocab_size; }
 };
@@ -80,8 +85,9 @@ constexpr int kDepthMax = 3;
 // (sequence 0 holds an unrelated prompt, so per-sequence addressing matters), each token at
 // position P + depth, seeing the prefix plus its own path. Either every depth in one forward
 // call, or one depth per call as the drafter extends its branches step by step.
-void check_branches(const std::string& preset, std::unique_ptr<Backend> backend, bool one_call) {
-  Loaded m(preset, std::move(backend));
+void check_branches(const std::string& preset, std::unique_ptr<Backend> backend, bool one_call,
+                    DType storage) {
+  Loaded m(preset, std::move(backend), storage);
   const int vocab = m.vocab(), P = int(kPrefix.size());
   const int capacity = P + int(kBranches.size()) * kDepthMax + 4;
   const auto slot = [&](size_t b, int d) { return P + int(b) * kDepthMax + d; };
@@ -153,19 +159,22 @@ void check_branches(const std::string& preset, std::unique_ptr<Backend> backend,
                          preset + " after accepting a branch, token " + std::to_string(token));
 }
 
-// Branch decoding on each backend this build has, by name: "cpu" always, "cuda" in CUDA builds.
+// Branch decoding on each backend this build has, by name: "cpu" always, "cpu_bf16" (bf16
+// weights under --compute bf16; skipped without AVX512_BF16), "cuda" in CUDA builds.
 class ForwardBranches : public ::testing::TestWithParam<std::string> {
  public:
   static std::vector<std::string> backends() {
 #if defined(SSD_HAVE_CUDA)
-    return {"cpu", "cuda"};
+    return {"cpu", "cpu_bf16", "cuda"};
 #else
-    return {"cpu"};
+    return {"cpu", "cpu_bf16"};
 #endif
   }
 
  protected:
   void SetUp() override {
+    if (GetParam() == "cpu_bf16" && !cpu_has_bf16_dot())
+      GTEST_SKIP() << "no AVX512_BF16 on this CPU or in this build";
 #if defined(SSD_HAVE_CUDA)
     if (GetParam() == "cuda")
       if (const std::string why = cuda_test::no_gpu_reason(); !why.empty())
@@ -173,7 +182,8 @@ class ForwardBranches : public ::testing::TestWithParam<std::string> {
 #endif
   }
   void check(const std::string& preset, bool one_call) {
-    check_branches(preset, new_backend(), one_call);
+    check_branches(preset, new_backend(), one_call,
+                   GetParam() == "cpu_bf16" ? DType::BF16 : DType::F32);
   }
 
  private:
@@ -183,6 +193,8 @@ class ForwardBranches : public ::testing::TestWithParam<std::string> {
     // takes the batch-invariant kernel.
     if (GetParam() == "cuda") return std::make_unique<CudaBackend>(0);
 #endif
+    if (GetParam() == "cpu_bf16")
+      return std::make_unique<CpuBackend>(2, GemmKind::Invariant, CpuCompute::BF16);
     return std::make_unique<CpuBackend>(2);
   }
 };
@@ -210,8 +222,8 @@ INSTANTIATE_TEST_SUITE_P(Backends, ForwardBranches,
 
 // A sequence decoded alone gives the same bits as in a batch of three (prefilled together,
 // with different prompt lengths, then decoded one token per sequence per call).
-void check_batch_invariance(const std::string& preset) {
-  Loaded m(preset, 2);
+void check_batch_invariance(const std::string& preset, CpuCompute compute = CpuCompute::F32) {
+  Loaded m(preset, 2, compute);
   const int vocab = m.vocab();
   const std::vector<Tokens> prompts = {{4, 5, 6}, {1, 17, 200, 3, 45, 99, 250, 31, 2}, {77}};
   const std::vector<Tokens> steps = {{20, 21, 22}, {30, 31, 32}, {40, 41, 42}, {50, 51, 52}};
@@ -253,8 +265,8 @@ TEST(ForwardBatchInvariance, Qwen2AloneEqualsBatched) {
 
 // A (K+1)-token causal verify call gives each position the same bits as K+1 one-token decode
 // calls: the property that makes greedy SD produce exactly the AR output.
-void check_verify(const std::string& preset) {
-  Loaded m(preset, 2);
+void check_verify(const std::string& preset, CpuCompute compute = CpuCompute::F32) {
+  Loaded m(preset, 2, compute);
   const int vocab = m.vocab();
   const Tokens draft = {5, 250, 7, 7, 130};  // K = 4, plus the bonus position
   Session verify(m, 1, 32), ar(m, 1, 32);
@@ -280,6 +292,23 @@ TEST(ForwardBatchInvariance, Qwen2VerifyEqualsStepwise) {
 }
 TEST(ForwardBatchInvariance, LlamaTiedVerifyEqualsStepwise) {
   check_verify("tiny-llama-tied");
+}
+
+// The same under --compute bf16: rounding x to bf16 is per row, and the bf16 GEMM sums each
+// element in one order for any row count, so batching still changes no bit.
+class ForwardBf16Compute : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cpu_has_bf16_dot()) GTEST_SKIP() << "no AVX512_BF16 on this CPU or in this build";
+  }
+};
+TEST_F(ForwardBf16Compute, AloneEqualsBatched) {
+  for (const char* preset : {"tiny-llama", "tiny-qwen3", "tiny-qwen2"})
+    check_batch_invariance(preset, CpuCompute::BF16);
+}
+TEST_F(ForwardBf16Compute, VerifyEqualsStepwise) {
+  for (const char* preset : {"tiny-llama", "tiny-qwen3", "tiny-qwen2", "tiny-llama-tied"})
+    check_verify(preset, CpuCompute::BF16);
 }
 
 TEST(ForwardRollback, RolledBackTokensAreForgotten) {

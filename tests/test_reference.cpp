@@ -1,7 +1,9 @@
 // The C++ forward pass against tests/reference/reference.py, an independent numpy implementation
 // that reads the same checkpoint files itself: prefill of an 11-token prompt, then 16 one-token
 // decode steps, for every tiny preset (GQA, llama3 RoPE scaling, Qwen3 q/k norm, tied and
-// untied heads), bf16 and sharded checkpoints, and checkpoints with non-trivial norm weights.
+// untied heads), bf16 and sharded checkpoints, and checkpoints with non-trivial norm weights; and
+// under --compute bf16 (every linear layer's input rounded to bf16), against the reference run with
+// the same rounding and against the exact one, with a tolerance the rounding itself sets.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -41,10 +43,12 @@ std::string join(const std::vector<int32_t>& tokens) {
 }
 
 // Prefill + one-token decodes through the C++ forward pass: [1 + decode, vocab] logits.
-std::vector<float> run_cpp(const std::string& checkpoint, int& vocab) {
+std::vector<float> run_cpp(const std::string& checkpoint, int& vocab, CpuCompute compute) {
   std::unique_ptr<WeightSource> source = open_weight_source(checkpoint, 0);
-  CpuBackend backend(1);
-  Model model = load_model(*source, backend);
+  CpuBackend backend(1, GemmKind::Invariant, compute);
+  // bf16 compute multiplies bf16 weights; f32 compute widens a bf16 checkpoint (exactly) to fp32.
+  Model model = load_model(*source, backend, {}, nullptr,
+                           compute == CpuCompute::BF16 ? DType::BF16 : DType::F32);
   vocab = model.config.vocab_size;
   KVCache cache = create_kv_cache(model, 1, int(kPrompt.size() + kDecode.size()));
   Activations acts;
@@ -99,13 +103,14 @@ std::vector<float> load_npy(const fs::path& path, int64_t& rows, int64_t& cols) 
   return out;
 }
 
+// linear_inputs: "f32" (exact) or "bf16" (every linear layer's input rows rounded to bf16).
 std::vector<float> run_reference(const fs::path& checkpoint, const fs::path& work, int64_t& rows,
-                                 int64_t& cols) {
-  const fs::path out = work / "reference_logits.npy";
-  const std::string command = std::string(kPython) +
-                              " " SSD_SOURCE_DIR "/tests/reference/reference.py --checkpoint '" +
-                              checkpoint.string() + "' --prompt " + join(kPrompt) + " --decode " +
-                              join(kDecode) + " --out '" + out.string() + "'";
+                                 int64_t& cols, const std::string& linear_inputs = "f32") {
+  const fs::path out = work / ("reference_logits_" + linear_inputs + ".npy");
+  const std::string command =
+      std::string(kPython) + " " SSD_SOURCE_DIR "/tests/reference/reference.py --checkpoint '" +
+      checkpoint.string() + "' --prompt " + join(kPrompt) + " --decode " + join(kDecode) +
+      " --out '" + out.string() + "' --linear-inputs " + linear_inputs;
   const int rc = std::system(command.c_str());
   if (rc != 0)
     throw std::runtime_error("reference.py failed (" + std::to_string(rc) + "): " + command);
@@ -144,7 +149,14 @@ struct Case {
   std::string dtype = "f32";
   int shards = 0;  // 0: a single model.safetensors
   bool perturb_norms = false;
+  CpuCompute compute = CpuCompute::F32;
 };
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(double(a[i]) - double(b[i])));
+  return d;
+}
 
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.name;
@@ -161,6 +173,8 @@ TEST(ReferenceEnvironment, PythonHasNumpy) {
 
 TEST_P(ReferenceTest, LogitsMatchNumpyReference) {
   const Case& c = GetParam();
+  if (c.compute == CpuCompute::BF16 && !cpu_has_bf16_dot())
+    GTEST_SKIP() << "no AVX512_BF16 on this CPU or in this build";
   const fs::path dir = test::fresh_dir("reference_" + c.name);
   const fs::path checkpoint = dir / "checkpoint";
   const uint64_t seed = 11;
@@ -177,7 +191,7 @@ TEST_P(ReferenceTest, LogitsMatchNumpyReference) {
   }
 
   int vocab = 0;
-  const std::vector<float> ours = run_cpp(checkpoint.string(), vocab);
+  const std::vector<float> ours = run_cpp(checkpoint.string(), vocab, c.compute);
   {
     std::ofstream raw(dir / "cpp_logits.f32", std::ios::binary);
     raw.write(reinterpret_cast<const char*>(ours.data()), std::streamsize(ours.size() * 4));
@@ -200,9 +214,37 @@ TEST_P(ReferenceTest, LogitsMatchNumpyReference) {
     }
     max_abs = std::max(max_abs, std::fabs(double(ref[i])));
   }
-  std::printf("[ reference ] %-22s max |logit diff| = %.3g (max |logit| %.2f)\n", c.name.c_str(),
+  std::printf("[ reference ] %-28s max |logit diff| = %.3g (max |logit| %.2f)\n", c.name.c_str(),
               max_diff, max_abs);
-  EXPECT_LT(max_diff, 1e-3) << "worst at step " << worst / vocab << " token " << worst % vocab;
+  // f32 compute: fp32 summation against float64. bf16 compute: every linear layer's input is
+  // rounded to bf16 (relative error up to 2^-9 per element), which moves the logits by however
+  // much the model amplifies that; the reference measures it itself, running the same model with
+  // the same rounding in float64 (--linear-inputs bf16), and ours may be up to twice that far
+  // from the exact logits, plus the f32 tolerance.
+  double tolerance = 1e-3;
+  if (c.compute == CpuCompute::BF16) {
+    int64_t rounded_rows = 0, rounded_cols = 0;
+    const std::vector<float> rounded =
+        run_reference(checkpoint, dir, rounded_rows, rounded_cols, "bf16");
+    ASSERT_EQ(rounded.size(), ours.size());
+    const double rounding = max_abs_diff(rounded, ref);
+    tolerance += 2 * rounding;
+    // Mostly the same roundings as the reference's: ours is nearer the rounded reference than
+    // the exact one (an activation whose fp32 and float64 values round to different bf16
+    // neighbours moves a step's logits by a few 1e-2; most steps have none).
+    double to_rounded = 0, to_exact = 0;
+    for (size_t i = 0; i < ours.size(); ++i) {
+      to_rounded += std::fabs(double(ours[i]) - double(rounded[i]));
+      to_exact += std::fabs(double(ours[i]) - double(ref[i]));
+    }
+    std::printf(
+        "[ reference ] %-28s bf16 inputs move the reference by %.3g; mean |diff| to it "
+        "%.3g, to exact %.3g\n",
+        c.name.c_str(), rounding, to_rounded / double(ours.size()), to_exact / double(ours.size()));
+    EXPECT_GT(rounding, 1e-3) << "the reference's rounding of the inputs changed nothing";
+    EXPECT_LT(to_rounded, 0.5 * to_exact) << "ours does not round the inputs as the GEMM should";
+  }
+  EXPECT_LT(max_diff, tolerance) << "worst at step " << worst / vocab << " token " << worst % vocab;
   // The logits must not be degenerate, or the comparison would prove little.
   EXPECT_GT(max_abs, 1.0);
   // Each step's argmax agrees (where the top two are not within the tolerance).
@@ -211,7 +253,7 @@ TEST_P(ReferenceTest, LogitsMatchNumpyReference) {
     const float* b = ref.data() + r * vocab;
     const int64_t am = std::max_element(a, a + vocab) - a, bm = std::max_element(b, b + vocab) - b;
     if (am != bm) {
-      EXPECT_LT(std::fabs(b[am] - b[bm]), 1e-3) << "step " << r;
+      EXPECT_LT(std::fabs(b[am] - b[bm]), tolerance) << "step " << r;
     }
   }
 }
@@ -228,7 +270,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny_llama_norms", "tiny-llama", "f32", 0, true},
         Case{"tiny_qwen3_norms", "tiny-qwen3", "f32", 0, true}, Case{"tiny_qwen2", "tiny-qwen2"},
         Case{"tiny_qwen2_bf16", "tiny-qwen2", "bf16"},
-        Case{"tiny_qwen2_sharded", "tiny-qwen2", "f32", 3}),
+        Case{"tiny_qwen2_sharded", "tiny-qwen2", "f32", 3},
+        Case{"tiny_llama_bf16_compute", "tiny-llama", "bf16", 0, false, CpuCompute::BF16},
+        Case{"tiny_llama_tied_bf16_compute", "tiny-llama-tied", "bf16", 0, false, CpuCompute::BF16},
+        Case{"tiny_qwen3_bf16_compute", "tiny-qwen3", "bf16", 0, false, CpuCompute::BF16},
+        Case{"tiny_qwen2_bf16_compute", "tiny-qwen2", "bf16", 0, false, CpuCompute::BF16}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

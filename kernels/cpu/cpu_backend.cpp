@@ -71,8 +71,19 @@ std::string cpu_model_name() {
   return "unknown";
 }
 
-CpuBackend::CpuBackend(int threads, GemmKind gemm) : threads_(threads), gemm_(gemm) {
+CpuBackend::CpuBackend(int threads, GemmKind gemm, CpuCompute compute)
+    : threads_(threads),
+      gemm_(gemm),
+      bf16_dot_(
+          gemm == GemmKind::Invariant &&
+          (compute == CpuCompute::BF16 || (compute == CpuCompute::Auto && cpu_has_bf16_dot()))),
+      refuse_f32_(compute == CpuCompute::BF16) {
   if (threads < 1) throw std::invalid_argument("CpuBackend needs at least one thread");
+  if (compute == CpuCompute::BF16 && gemm != GemmKind::Invariant)
+    throw std::invalid_argument("bf16 compute needs the invariant GEMM (OpenBLAS sgemm is fp32)");
+  if (compute == CpuCompute::BF16 && !cpu_has_bf16_dot())
+    throw std::invalid_argument(
+        "bf16 compute needs AVX512_BF16 (vdpbf16ps), which this CPU or build lacks");
   // Every OpenMP region of the process (weight generation too) uses this rank's share of the
   // cores; otherwise idle worker threads spin on cores another rank is using.
   omp_set_num_threads(threads);
@@ -80,6 +91,10 @@ CpuBackend::CpuBackend(int threads, GemmKind gemm) : threads_(threads), gemm_(ge
 
 std::string CpuBackend::device_name() const {
   return cpu_model_name();
+}
+
+std::string CpuBackend::compute_for(DType storage) const {
+  return weight_storage(storage) == DType::BF16 && bf16_dot_ ? "bf16" : "f32";
 }
 
 Buffer CpuBackend::alloc(size_t count) {
@@ -106,13 +121,19 @@ Buffer CpuBackend::upload_weight_as(const float* host, size_t count, DType stora
 }
 
 Buffer CpuBackend::upload_matrix(const float* host, int out_dim, int in, DType storage) {
+  if (refuse_f32_ && weight_storage(storage) != DType::BF16)
+    throw std::invalid_argument("bf16 compute needs bf16 weights, and these are " +
+                                std::string(dtype_name(storage)));
   Buffer rows = upload_weight_as(host, size_t(out_dim) * size_t(in), storage);
   if (gemm_ != GemmKind::Invariant) return rows;
   const size_t count = packed_matrix_count(out_dim, in);
   Buffer b{nullptr, count, rows.dtype, true};
   if (rows.dtype == DType::BF16) {
     b.data = aligned_zeroed(count * sizeof(uint16_t));
-    pack_matrix_bf16(static_cast<uint16_t*>(b.data), bf16(rows), out_dim, in);
+    if (bf16_dot_)
+      pack_matrix_bf16_dot(static_cast<uint16_t*>(b.data), bf16(rows), out_dim, in);
+    else
+      pack_matrix_bf16(static_cast<uint16_t*>(b.data), bf16(rows), out_dim, in);
   } else {
     b.data = aligned_zeroed(count * sizeof(float));
     pack_matrix(f(b), f(rows), out_dim, in);
@@ -144,7 +165,9 @@ void CpuBackend::embed(Buffer& out, const Buffer& table, const int32_t* tokens, 
     float* row = f(out) + size_t(r) * dim;
     if (!table.packed)
       to_host(row, table, size_t(tokens[r]) * dim, dim);
-    else if (table.dtype == DType::BF16)  // a tied table, stored for the head's GEMM
+    else if (table.dtype == DType::BF16 && bf16_dot_)  // a tied table, stored for the head's GEMM
+      packed_dot_matrix_row_bf16(row, bf16(table), tokens[r], dim);
+    else if (table.dtype == DType::BF16)
       packed_matrix_row_bf16(row, bf16(table), tokens[r], dim);
     else
       packed_matrix_row(row, f(table), tokens[r], dim);
@@ -186,6 +209,8 @@ void CpuBackend::matmul(Buffer& out, const Buffer& x, const Buffer& w, int rows,
     } else {
       matmul_openblas(f(out), f(x), f(w), rows, in, out_dim, threads_);
     }
+  } else if (w.packed && w.dtype == DType::BF16 && bf16_dot_) {
+    matmul_bf16_dot(f(out), f(x), bf16(w), rows, in, out_dim, threads_);
   } else if (w.packed && w.dtype == DType::BF16) {
     matmul_packed_bf16(f(out), f(x), bf16(w), rows, in, out_dim, threads_);
   } else if (w.packed) {

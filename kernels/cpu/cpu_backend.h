@@ -14,14 +14,31 @@ namespace ssd {
 // sgemm, faster for large prefills but its M=1 and M>1 paths round differently.
 enum class GemmKind { Invariant, OpenBLAS };
 
+// What the invariant GEMM multiplies bf16 weights with (--compute). F32: each weight widened to
+// fp32 and fused with the fp32 activation (exact products). BF16: the activation rows rounded to
+// bf16 (round to nearest even, as the GPU's tensor-core kernel rounds them) and multiplied with
+// the bf16 weights two products per fp32 lane (AVX512_BF16's vdpbf16ps), accumulating in fp32:
+// twice the multiply-adds per instruction, the GPU's numeric regime. Auto: BF16 where this build
+// and CPU have AVX512_BF16, else F32. fp32 weights are multiplied in fp32 under every mode but
+// BF16, which refuses them (CpuBackend::upload_matrix).
+enum class CpuCompute { F32, BF16, Auto };
+
+// True when this build has the AVX512_BF16 kernel (compiled with -march=native on a CPU that has
+// it) and the CPU running it has the instructions.
+bool cpu_has_bf16_dot();
+
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads, GemmKind gemm = GemmKind::Invariant);
+  // Throws std::invalid_argument for BF16 compute without cpu_has_bf16_dot() or with the
+  // OpenBLAS GEMM (sgemm is fp32).
+  explicit CpuBackend(int threads, GemmKind gemm = GemmKind::Invariant,
+                      CpuCompute compute = CpuCompute::F32);
 
   std::string name() const override { return "cpu"; }
   std::string device_name() const override;
   int threads() const override { return threads_; }
   GemmKind gemm() const { return gemm_; }
+  std::string compute_for(DType storage) const override;
 
   Buffer alloc(size_t count) override;
   void release(Buffer& buffer) override;
@@ -29,8 +46,10 @@ class CpuBackend final : public Backend {
   // F32 or BF16 (values rounded to nearest even; exact for bf16-valued input). F16 weights
   // are kept as fp32 (exact too): this backend has no f16 GEMM.
   Buffer upload_weight_as(const float* host, size_t count, DType storage) override;
-  // With the invariant GEMM, packed for matmul_packed (kernels/cpu/matmul_packed.cpp); OpenBLAS
-  // takes row-major weights, so with it the matrix stays row-major.
+  // With the invariant GEMM, packed for matmul_packed (kernels/cpu/matmul_packed.cpp), or for
+  // matmul_bf16_dot where bf16 weights are multiplied in bf16; OpenBLAS takes row-major weights,
+  // so with it the matrix stays row-major. Throws std::invalid_argument for fp32 storage under
+  // CpuCompute::BF16.
   Buffer upload_matrix(const float* host, int out_dim, int in, DType storage) override;
   DType weight_storage(DType storage) const override {
     return storage == DType::BF16 ? DType::BF16 : DType::F32;
@@ -61,6 +80,8 @@ class CpuBackend final : public Backend {
  private:
   int threads_;
   GemmKind gemm_;
+  bool bf16_dot_;    // bf16 matrices are packed for, and multiplied by, matmul_bf16_dot
+  bool refuse_f32_;  // CpuCompute::BF16: an fp32 matrix is an error, not a silent f32 GEMM
 };
 
 // The kernels behind CpuBackend, exposed for tests and benchmarks.
@@ -84,6 +105,15 @@ void matmul_packed(float* out, const float* x, const float* w, int rows, int in,
                    int threads);
 void matmul_packed_bf16(float* out, const float* x, const uint16_t* w, int rows, int in,
                         int out_dim, int threads);
+// The bf16 x bf16 -> fp32 GEMM (matmul_bf16_dot.cpp; CpuCompute::BF16) on a matrix packed by
+// pack_matrix_bf16_dot (the same panels as pack_matrix_bf16, with 32-wide k-vectors: one
+// vdpbf16ps operand per row). Rounds x's rows to bf16 (nearest even), then sums each element in
+// an order fixed by `in` alone: batch-invariant for any `rows` and `threads`. Throws
+// std::logic_error without cpu_has_bf16_dot().
+void pack_matrix_bf16_dot(uint16_t* dst, const uint16_t* w, int out_dim, int in);
+void packed_dot_matrix_row_bf16(float* dst, const uint16_t* w, int row, int in);
+void matmul_bf16_dot(float* out, const float* x, const uint16_t* w, int rows, int in, int out_dim,
+                     int threads);
 void matmul_openblas(float* out, const float* x, const float* w, int rows, int in, int out_dim,
                      int threads);
 // Grouped-query attention (attention.cpp): every (row, head) alone, in a fixed order.

@@ -12,6 +12,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/interleaved_x.h"
 #include "kernels/cpu/packed_layout.h"
+#include "kernels/cpu/row_tiles.h"
 #include "kernels/cpu/simd.h"
 
 namespace ssd {
@@ -228,25 +229,6 @@ struct PanelPass {
   }
 };
 
-// The row tiles of a call: at most kMaxTileRows rows each. With 32 registers, up to 5 rows are
-// one tile and more run as tiles of 4 (a leftover single row would run at a quarter of the FMA
-// rate, so rows % 4 == 1 ends 2 + 3); with 16, as tiles of 2 and a last 1. Calls f(r0, R) in
-// order of rows.
-template <typename F>
-void for_each_row_tile(int rows, F&& f) {
-  if (kMaxTileRows >= 5 && rows <= 5) return f(0, rows);
-  const int widest = kMaxTileRows >= 5 ? 4 : 2;
-  int r = 0;
-  const int full = rows % widest == 1 && widest == 4 ? rows / 4 - 1 : rows / widest;
-  for (int t = 0; t < full; ++t, r += widest) f(r, widest);
-  if (rows - r == 5) {
-    f(r, 2);
-    f(r + 2, 3);
-  } else if (rows > r) {
-    f(r, rows - r);
-  }
-}
-
 template <typename W>
 void run_tile(const PanelPass<W>& pass, int r0, int tile_rows) {
   switch (tile_rows) {
@@ -269,7 +251,8 @@ void run_tile(const PanelPass<W>& pass, int r0, int tile_rows) {
 // All rows against one panel.
 template <typename W>
 void panel_rows(const PanelPass<W>& pass, int rows) {
-  for_each_row_tile(rows, [&](int r0, int tile_rows) { run_tile(pass, r0, tile_rows); });
+  for_each_row_tile<kMaxTileRows>(rows,
+                                  [&](int r0, int tile_rows) { run_tile(pass, r0, tile_rows); });
 }
 
 // Panels [first, last) over every k-block; `scratch` holds the group's accumulators (rows x
@@ -322,7 +305,7 @@ void row_tiles_over_groups(float* out, const float* x, const W* w, int rows, int
   for (int g = 0; g < groups; ++g) {
     const int first = g * group, last = std::min(count, first + group);
     const size_t group_bytes = size_t(last - first) * panel_size * sizeof(W);
-    for_each_row_tile(rows, [&](int r0, int tile_rows) {
+    for_each_row_tile<kMaxTileRows>(rows, [&](int r0, int tile_rows) {
       // The first tile prefetches as one pass does; the later ones take the blocked form (one
       // k-block, [0, in_vec)), whose prefetch distance is read at run time: the group's size.
       const bool later = r0 > 0;

@@ -34,12 +34,17 @@ inline int panels(int out_dim) {
   return (out_dim + kPanel - 1) / kPanel;
 }
 
-// Where element k of row j (of its panel) lies within the panel.
-inline size_t offset_in_panel(int j, int k, int in) {
-  const int in_vec = in / simd::kLanes * simd::kLanes, tail = in - in_vec;
-  return k < in_vec ? (size_t(k / simd::kLanes) * kPanel + j) * simd::kLanes + k % simd::kLanes
+// Where element k of row j (of its panel) lies within the panel, with k-vectors of `lanes`
+// elements: simd::kLanes for the fp32-compute GEMM, kDotLanes for the bf16 one.
+inline size_t offset_in_panel(int j, int k, int in, int lanes = simd::kLanes) {
+  const int in_vec = in / lanes * lanes, tail = in - in_vec;
+  return k < in_vec ? (size_t(k / lanes) * kPanel + j) * lanes + k % lanes
                     : size_t(kPanel) * in_vec + size_t(j) * tail + (k - in_vec);
 }
+
+// The bf16-compute GEMM's k-vector (matmul_bf16_dot.cpp): 32 bf16 values, one 512-bit operand of
+// vdpbf16ps, which multiplies them pairwise into 16 fp32 lanes.
+constexpr int kDotLanes = 32;
 
 }  // namespace packed_layout
 }  // namespace ssd

@@ -8,6 +8,10 @@ row 0 is the logits of the last prompt token after prefill, row i the logits aft
 token i. Written from the Hugging Face modeling code's semantics, not from the C++ sources.
 
   reference.py --checkpoint DIR --prompt 1,5,7 --decode 9,4 --out logits.npy
+
+--linear-inputs bf16 rounds the input rows of every linear layer (q/k/v/o, gate/up/down, the
+head) to bf16, nearest even, before the float64 product: what a GPU's tensor cores and the CPU's
+--compute bf16 GEMM multiply. Attention, norms and residuals stay float64.
 """
 import argparse
 import json
@@ -137,12 +141,20 @@ def apply_rope(x, positions, inv_freq):
     return x * np.cos(emb) + rotated * np.sin(emb)
 
 
+def round_to_bf16(x):
+    """x rounded to the nearest bf16 (ties to even) via its fp32 value, returned as float64."""
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return bits.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
 def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
 class Model:
-    def __init__(self, directory):
+    def __init__(self, directory, linear_inputs="f32"):
+        self.round_inputs = linear_inputs == "bf16"
         with open(os.path.join(directory, "config.json")) as f:
             self.cfg = Config(json.load(f))
         self.w = read_checkpoint(directory)
@@ -164,12 +176,16 @@ class Model:
     def layer(self, i, name):
         return self.w["model.layers.%d.%s" % (i, name)]
 
+    def linear(self, x, weight):
+        """x @ weight.T, with x rounded to bf16 first under --linear-inputs bf16."""
+        return (round_to_bf16(x) if self.round_inputs else x) @ weight.T
+
     def attention(self, i, x, positions):
         cfg = self.cfg
         n = x.shape[0]
-        q = (x @ self.layer(i, "self_attn.q_proj.weight").T).reshape(n, cfg.heads, cfg.head_dim)
-        k = (x @ self.layer(i, "self_attn.k_proj.weight").T).reshape(n, cfg.kv_heads, cfg.head_dim)
-        v = (x @ self.layer(i, "self_attn.v_proj.weight").T).reshape(n, cfg.kv_heads, cfg.head_dim)
+        q = self.linear(x, self.layer(i, "self_attn.q_proj.weight")).reshape(n, cfg.heads, cfg.head_dim)
+        k = self.linear(x, self.layer(i, "self_attn.k_proj.weight")).reshape(n, cfg.kv_heads, cfg.head_dim)
+        v = self.linear(x, self.layer(i, "self_attn.v_proj.weight")).reshape(n, cfg.kv_heads, cfg.head_dim)
         if cfg.model_type == "qwen2":  # Qwen2Attention: q/k/v projections with bias=True
             q = q + self.layer(i, "self_attn.q_proj.bias").reshape(cfg.heads, cfg.head_dim)
             k = k + self.layer(i, "self_attn.k_proj.bias").reshape(cfg.kv_heads, cfg.head_dim)
@@ -198,12 +214,12 @@ class Model:
             probs /= probs.sum(axis=-1, keepdims=True)
             out[:, h, :] = probs @ values[:, kvh, :]
         out = out.reshape(n, cfg.heads * cfg.head_dim)
-        return out @ self.layer(i, "self_attn.o_proj.weight").T
+        return self.linear(out, self.layer(i, "self_attn.o_proj.weight"))
 
     def mlp(self, i, x):
-        gate = x @ self.layer(i, "mlp.gate_proj.weight").T
-        up = x @ self.layer(i, "mlp.up_proj.weight").T
-        return (silu(gate) * up) @ self.layer(i, "mlp.down_proj.weight").T
+        gate = self.linear(x, self.layer(i, "mlp.gate_proj.weight"))
+        up = self.linear(x, self.layer(i, "mlp.up_proj.weight"))
+        return self.linear(silu(gate) * up, self.layer(i, "mlp.down_proj.weight"))
 
     def step(self, tokens):
         """Appends `tokens` to the sequence; returns the logits of the last one."""
@@ -220,7 +236,7 @@ class Model:
             x = x + self.mlp(i, h)
         self.length += len(tokens)
         last = rms_norm(x[-1], self.w["model.norm.weight"], cfg.eps)
-        return self.lm_head @ last
+        return self.linear(last[None, :], self.lm_head)[0]
 
 
 def parse_tokens(text):
@@ -233,11 +249,13 @@ def main(argv):
     parser.add_argument("--prompt", required=True, help="comma-separated token ids")
     parser.add_argument("--decode", default="", help="comma-separated token ids, one per step")
     parser.add_argument("--out", required=True, help="output .npy, float32 [1+n_decode, vocab]")
+    parser.add_argument("--linear-inputs", choices=["f32", "bf16"], default="f32",
+                        help="bf16: round every linear layer's input rows to bf16")
     args = parser.parse_args(argv)
     prompt, decode = parse_tokens(args.prompt), parse_tokens(args.decode)
     if not prompt:
         parser.error("--prompt needs at least one token")
-    model = Model(args.checkpoint)
+    model = Model(args.checkpoint, args.linear_inputs)
     rows = [model.step(prompt)]
     for token in decode:
         rows.append(model.step([token]))

@@ -1,0 +1,334 @@
+// The bf16 x bf16 -> fp32 GEMM (CpuCompute::BF16): x's rows rounded to bf16, multiplied with bf16
+// weights by AVX512_BF16's vdpbf16ps, which adds two products into each of 16 fp32 lanes. That is
+// twice the multiply-adds of an fp32 FMA per instruction, with no widening of the weights: the
+// regime a GPU's tensor cores run verification and SSD's branch rows in.
+//
+// Batch invariance: each output element is summed in an order fixed by `in` alone. Its 16 lanes
+// take the k-vectors in order (one vdpbf16ps each), the lanes reduce in simd.h's fixed tree, and
+// the k tail past the last whole vector follows in k order with fp32 FMAs of the same rounded
+// values. Which rows, panels and threads share a call changes which dot products run together,
+// never how one is summed, so a row's bits are the same alone or among any number of rows.
+//
+// The matrix is packed as pack_matrix_bf16 packs it (packed_layout.h), with 32-wide k-vectors: a
+// tile reads its panel front to back, one 64-byte operand per column per k-step.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/packed_layout.h"
+#include "kernels/cpu/row_tiles.h"
+#include "kernels/cpu/simd.h"
+
+namespace ssd {
+
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+
+bool cpu_has_bf16_dot() {
+  static const bool has = __builtin_cpu_supports("avx512bf16");
+  return has;
+}
+
+namespace {
+
+using packed_layout::kDotLanes;
+using packed_layout::kPanel;
+using packed_layout::panels;
+using simd::vec;
+
+constexpr int kMaxTileRows = 5;  // 5 x 5 accumulators + 5 rows of x + a weight: 31 registers
+
+// Panels per group for 6 or more rows (see row_tiles_over_groups): 256 KiB of weights, which stay
+// in a 1 MiB L2 while every row tile walks them.
+constexpr size_t kGroupBytes = 256 * 1024;
+
+inline __m512bh as_bf16(__m512i v) {
+  return (__m512bh)v;  // the same 512 bits, typed as 32 bf16 (a vector cast, no instruction)
+}
+
+// x of a call, rounded to bf16 (vcvtne2ps2bf16: nearest even, as the GPU rounds) and laid out for
+// the tiles: the vector part interleaved by row, [k-vector][row][kDotLanes], so that a tile's rows
+// at one k-vector are one contiguous run; the k tail past in_vec per row, as the fp32 values of the
+// rounded bf16. Kept per thread, so a call allocates nothing once its size has been seen.
+class RoundedX {
+ public:
+  void build(const float* x, int rows, int in) {
+    rows_ = rows;
+    in_vec_ = in / kDotLanes * kDotLanes;
+    tail_ = in - in_vec_;
+    vectors_.resize(size_t(rows) * in_vec_ + 32);
+    tails_.resize(size_t(rows) * tail_);
+    uint16_t* base = aligned();
+    for (int r = 0; r < rows; ++r) {
+      const float* row = x + size_t(r) * in;
+      for (int k = 0; k < in_vec_; k += kDotLanes) {
+        const __m512bh pair =
+            _mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + k + 16), _mm512_loadu_ps(row + k));
+        _mm512_store_si512(base + (size_t(k) * rows + size_t(r) * kDotLanes), (__m512i)pair);
+      }
+      if (tail_ > 0) {  // the same instruction rounds the tail
+        const __mmask32 keep = (__mmask32(1) << tail_) - 1;
+        const __m512 lo = _mm512_maskz_loadu_ps(__mmask16(keep), row + in_vec_);
+        const __m512 hi = _mm512_maskz_loadu_ps(__mmask16(keep >> 16), row + in_vec_ + 16);
+        const __m512bh pair = _mm512_cvtne2ps_pbh(hi, lo);
+        alignas(64) uint16_t bits[kDotLanes];
+        _mm512_store_si512(bits, (__m512i)pair);
+        for (int t = 0; t < tail_; ++t) tails_[size_t(r) * tail_ + t] = bf16_to_float(bits[t]);
+      }
+    }
+  }
+  // Row r's k-vectors: the one at k lies at vectors(r) + k * rows.
+  const uint16_t* vectors(int r) const { return aligned() + size_t(r) * kDotLanes; }
+  const float* tail(int r) const { return tails_.data() + size_t(r) * tail_; }
+  int rows() const { return rows_; }
+
+ private:
+  uint16_t* aligned() const {
+    return reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(vectors_.data()) + 63) &
+                                       ~uintptr_t(63));
+  }
+  int rows_ = 0, in_vec_ = 0, tail_ = 0;
+  mutable std::vector<uint16_t> vectors_;
+  std::vector<float> tails_;
+};
+
+// Where the tile writes, and which part of the weights it reads.
+struct PanelRef {
+  const uint16_t* panel;
+  int j0, columns;  // output columns [j0, j0 + columns); columns < kPanel in the last panel only
+};
+
+// R rows of x (from row r0) against P panels side by side. P = 2 for one or two rows: two weight
+// streams in flight where one row's dot products leave the core waiting on one (as the fp32
+// GEMM's two_panel_rows). prefetch_ahead: 0 for one row (the hardware prefetcher follows a single
+// stream; a software prefetch measured level or slower in the fp32 GEMM), else how far ahead of
+// its reads the tile asks for the weight stream.
+//
+// Blocked (one panel, see KBlock): the k-vectors [block.k0, block.k1) only, from the accumulators
+// block.saved holds unless k0 is 0, saving them there unless k1 ends the vector part. Storing an
+// accumulator and loading it back is exact, so the sums are bit for bit those of one pass. A
+// template argument, so that one pass compiles without the run-time range (the fp32 GEMM's tiles
+// measured 3-5% slower with it).
+struct KBlock {
+  int k0 = 0, k1 = 0;
+  float* saved = nullptr;  // row r, column j at saved[(r * kPanel + j) * 16]
+};
+
+template <int R, int P, bool Blocked>
+inline void dot_tile(float* out, const RoundedX& x, int r0, const PanelRef (&ref)[P], int in,
+                     int out_dim, size_t prefetch_ahead, KBlock block) {
+  static_assert(!Blocked || P == 1);
+  const int in_vec = in / kDotLanes * kDotLanes, tail = in - in_vec;
+  if constexpr (!Blocked) block.k0 = 0, block.k1 = in_vec;
+  vec acc[P][R][kPanel];
+#pragma GCC unroll 16
+  for (int h = 0; h < P; ++h)
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < kPanel; ++j)
+        acc[h][r][j] = !Blocked || block.k0 == 0
+                           ? simd::zero_vec()
+                           : simd::load_vec(block.saved + (r * kPanel + j) * simd::kLanes);
+  const size_t x_step = size_t(x.rows()) * kDotLanes;
+  const uint16_t* xp = x.vectors(r0) + size_t(block.k0 / kDotLanes) * x_step;
+  for (int k = block.k0; k < block.k1; k += kDotLanes, xp += x_step) {
+    __m512bh xv[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) xv[r] = as_bf16(_mm512_load_si512(xp + r * kDotLanes));
+#pragma GCC unroll 2
+    for (int h = 0; h < P; ++h) {
+      const uint16_t* wp = ref[h].panel + size_t(k) * kPanel;
+#pragma GCC unroll 16
+      for (int j = 0; j < kPanel; ++j) {
+        if (R > 1 || P > 1)
+          if (prefetch_ahead > 0)
+            __builtin_prefetch(reinterpret_cast<const char*>(wp + j * kDotLanes) + prefetch_ahead,
+                               0, 1);
+        __m512i wv = _mm512_loadu_si512(wp + j * kDotLanes);  // panels of odd `in` are not aligned
+        // Several rows: one load for all of them, not one folded into each vdpbf16ps.
+        if constexpr (R > 1) asm("" : "+v"(wv));
+#pragma GCC unroll 16
+        for (int r = 0; r < R; ++r)
+          acc[h][r][j] = _mm512_dpbf16_ps(acc[h][r][j], xv[r], as_bf16(wv));
+      }
+    }
+  }
+  if (Blocked && block.k1 < in_vec) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < kPanel; ++j)
+        simd::store_vec(block.saved + (r * kPanel + j) * simd::kLanes, acc[0][r][j]);
+    return;
+  }
+#pragma GCC unroll 2
+  for (int h = 0; h < P; ++h) {
+    // Every column finished, then `columns` of them written (a run-time index into acc makes GCC
+    // keep acc on the stack: matmul_packed.cpp's panel_tile).
+    float sums[R][kPanel];
+    simd::reduce_vecs(acc[h], sums);
+    const uint16_t* tail_part = ref[h].panel + size_t(kPanel) * in_vec;
+    if (tail > 0)
+      for (int r = 0; r < R; ++r)
+        for (int j = 0; j < kPanel; ++j)
+          for (int t = 0; t < tail; ++t)
+            sums[r][j] =
+                std::fma(x.tail(r0 + r)[t], bf16_to_float(tail_part[j * tail + t]), sums[r][j]);
+    float* o = out + size_t(r0) * out_dim + ref[h].j0;
+    if (ref[h].columns == kPanel) {
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+        for (int j = 0; j < kPanel; ++j) o[size_t(r) * out_dim + j] = sums[r][j];
+    } else {
+      for (int r = 0; r < R; ++r)
+        for (int j = 0; j < ref[h].columns; ++j) o[size_t(r) * out_dim + j] = sums[r][j];
+    }
+  }
+}
+
+PanelRef panel_ref(const uint16_t* w, int p, int in, int out_dim) {
+  return {w + size_t(p) * kPanel * in, p * kPanel, std::min(kPanel, out_dim - p * kPanel)};
+}
+
+template <int P, bool Blocked = false>
+void run_tile(float* out, const RoundedX& x, int r0, int tile_rows, const PanelRef (&ref)[P],
+              int in, int out_dim, size_t ahead, KBlock block = {}) {
+  switch (tile_rows) {
+    case 1:
+      return dot_tile<1, P, Blocked>(out, x, r0, ref, in, out_dim, ahead, block);
+    case 2:
+      return dot_tile<2, P, Blocked>(out, x, r0, ref, in, out_dim, ahead, block);
+    case 3:
+      if constexpr (P == 1)
+        return dot_tile<3, 1, Blocked>(out, x, r0, ref, in, out_dim, ahead, block);
+      break;
+    case 4:
+      if constexpr (P == 1)
+        return dot_tile<4, 1, Blocked>(out, x, r0, ref, in, out_dim, ahead, block);
+      break;
+    case 5:
+      if constexpr (P == 1)
+        return dot_tile<5, 1, Blocked>(out, x, r0, ref, in, out_dim, ahead, block);
+      break;
+  }
+  throw std::logic_error("matmul_bf16_dot: no tile of that shape");
+}
+
+// One or two rows: panel p beside panel p + half, two streams in flight.
+void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, int in, int out_dim,
+                    int threads) {
+  const int count = panels(out_dim), half = (count + 1) / 2;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int p = 0; p < half; ++p) {
+    if (p + half < count) {
+      const PanelRef ref[2] = {panel_ref(w, p, in, out_dim), panel_ref(w, p + half, in, out_dim)};
+      run_tile<2>(out, x, 0, rows, ref, in, out_dim, rows > 1 ? simd::kPrefetchAhead : 0);
+    } else {
+      const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
+      run_tile<1>(out, x, 0, rows, ref, in, out_dim, rows > 1 ? simd::kPrefetchAhead : 0);
+    }
+  }
+}
+
+// Three to five rows: one tile per panel. The tile reads its rows of x once per panel, from L1
+// while they fit there beside the weight stream (kXFitsBytes). Wider x (5 rows of a 8960-wide
+// down_proj are 90 KB) walks k in blocks that fit (kXBlockBytes): every panel of a group of
+// kGroupPanels takes one block before the group moves on to the next, its accumulators waiting
+// in a scratch between blocks, as the fp32 GEMM does (matmul_packed.cpp).
+constexpr size_t kXFitsBytes = 24 * 1024;
+constexpr size_t kXBlockBytes = 16 * 1024;
+constexpr int kGroupPanels = 32;
+
+void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
+                        int out_dim, int threads) {
+  const int count = panels(out_dim), in_vec = in / kDotLanes * kDotLanes;
+  if (size_t(rows) * in * sizeof(uint16_t) <= kXFitsBytes) {
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int p = 0; p < count; ++p) {
+      const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
+      run_tile<1>(out, x, 0, rows, ref, in, out_dim, simd::kPrefetchAhead);
+    }
+    return;
+  }
+  const int block =
+      std::max(kDotLanes, int(kXBlockBytes / sizeof(uint16_t) / rows) / kDotLanes * kDotLanes);
+  const size_t panel_bytes = size_t(kPanel) * in * sizeof(uint16_t);
+  const int groups = (count + kGroupPanels - 1) / kGroupPanels;
+  const size_t saved_per_panel = size_t(rows) * kPanel * simd::kLanes;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    std::vector<float> scratch(kGroupPanels * saved_per_panel + 16);
+    float* saved = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) &
+                                            ~uintptr_t(63));
+#pragma omp for schedule(static)
+    for (int g = 0; g < groups; ++g) {
+      const int first = g * kGroupPanels, last = std::min(count, first + kGroupPanels);
+      for (int k0 = 0; k0 < in_vec; k0 += block) {  // in_vec > 0: x is wider than kXFitsBytes
+        // A block's slice of the next panel is what the tile reads next: two panels on.
+        const KBlock blocked{k0, std::min(k0 + block, in_vec), nullptr};
+        for (int p = first; p < last; ++p) {
+          const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
+          KBlock b = blocked;
+          b.saved = saved + size_t(p - first) * saved_per_panel;
+          run_tile<1, true>(out, x, 0, rows, ref, in, out_dim, 2 * panel_bytes, b);
+        }
+      }
+    }
+  }
+}
+
+// Six rows and more (a batch's verification, SSD's branch rows, prefill): more rows than one tile
+// holds, so the weights are read once per row tile. The panels come in groups that stay in L2;
+// every row tile walks a whole group, the first reading it from memory, the later ones from L2,
+// prefetching the next group at the same place so that its first tile finds it in L2 too.
+void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
+                           int out_dim, int threads) {
+  const int count = panels(out_dim);
+  const size_t panel_bytes = size_t(kPanel) * in * sizeof(uint16_t);
+  const int group = std::max<int>(1, int(kGroupBytes / panel_bytes));
+  const int groups = (count + group - 1) / group;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+  for (int g = 0; g < groups; ++g) {
+    const int first = g * group, last = std::min(count, first + group);
+    const size_t group_bytes = size_t(last - first) * panel_bytes;
+    for_each_row_tile<kMaxTileRows>(rows, [&](int r0, int tile_rows) {
+      const size_t ahead = r0 == 0 ? simd::kPrefetchAhead : group_bytes;
+      for (int p = first; p < last; ++p) {
+        const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
+        run_tile<1>(out, x, r0, tile_rows, ref, in, out_dim, ahead);
+      }
+    });
+  }
+}
+
+}  // namespace
+
+void matmul_bf16_dot(float* out, const float* x, const uint16_t* w, int rows, int in, int out_dim,
+                     int threads) {
+  if (!cpu_has_bf16_dot()) throw std::logic_error("matmul_bf16_dot: no AVX512_BF16 on this CPU");
+  static thread_local RoundedX rounded;
+  rounded.build(x, rows, in);
+  if (rows <= 2) return two_panel_rows(out, rounded, w, rows, in, out_dim, threads);
+  if (rows <= kMaxTileRows) return one_tile_per_panel(out, rounded, w, rows, in, out_dim, threads);
+  row_tiles_over_groups(out, rounded, w, rows, in, out_dim, threads);
+}
+
+#else  // no AVX512_BF16 in this build: bf16 compute is refused where it is asked for
+
+bool cpu_has_bf16_dot() {
+  return false;
+}
+
+void matmul_bf16_dot(float*, const float*, const uint16_t*, int, int, int, int) {
+  throw std::logic_error("matmul_bf16_dot: this build has no AVX512_BF16 kernel");
+}
+
+#endif
+
+}  // namespace ssd

@@ -9,7 +9,7 @@
 // cuda -- except the unread rows of an untied embedding table, per second). Compare weight_BW with
 // the read bandwidth that `ssd-bench characterize` measures. Weight dtypes: SSD_BENCH_DTYPES, a
 // comma-separated list of f32, bf16, auto (default f32,bf16; bf16 alone on cuda, which keeps
-// every weight in bf16), as ssd-bench's --weight-dtype.
+// every weight in bf16, and with SSD_BENCH_COMPUTE=bf16), as ssd-bench's --weight-dtype.
 //
 // Models: tiny-llama, llama-124m (0.5 GB fp32) and llama-3.2-1b (1.24B parameters, 4.9 GB
 // fp32). Synthetic weights are generated on first use of each model, which for llama-3.2-1b
@@ -17,7 +17,8 @@
 // SSD_BENCH_MODELS replaces the list (comma-separated presets, e.g. llama-3.1-8b on a GPU).
 //
 // Backend: SSD_BENCH_BACKEND=cpu (default), cuda or auto, as ssd-bench's --backend; GEMM:
-// SSD_BENCH_GEMM (default invariant), as its --gemm (e.g. invariant-tc on cuda).
+// SSD_BENCH_GEMM (default invariant), as its --gemm (e.g. invariant-tc on cuda); compute:
+// SSD_BENCH_COMPUTE (default f32), as its --compute (bf16: the CPU's vdpbf16ps GEMM).
 // Threads: SSD_BENCH_THREADS, a comma-separated list (default 1), e.g. SSD_BENCH_THREADS=1,2.
 // Each thread count loads its own copy of the model (one model is held at a time).
 #include <benchmark/benchmark.h>
@@ -88,6 +89,11 @@ std::string bench_gemm() {
   return env ? env : "invariant";
 }
 
+std::string bench_compute() {
+  const char* env = std::getenv("SSD_BENCH_COMPUTE");
+  return env ? env : "f32";
+}
+
 // Bytes one decode step reads: all weights but the embedding rows of other tokens (a tied
 // table is the LM head and is read whole), at the bytes per parameter the backend stores.
 double decode_bytes(const ssd::Model& m) {
@@ -140,7 +146,8 @@ Loaded& load(const std::string& spec, const std::string& dtype, int threads, int
     loaded.spec = spec;
     loaded.dtype = dtype;
     loaded.threads = threads;
-    loaded.backend = ssd::make_backend(bench_backend(), threads, bench_gemm(), "").backend;
+    loaded.backend =
+        ssd::make_backend(bench_backend(), threads, bench_gemm(), bench_compute(), "").backend;
     loaded.model =
         ssd::load_model(*source, *loaded.backend, {}, nullptr,
                         loaded.backend->weight_storage(ssd::resolve_weight_dtype(dtype, *source)));
@@ -178,7 +185,8 @@ void bm_decode_step(benchmark::State& state, const std::string& spec, const std:
       benchmark::Counter(decode_bytes(m.model) * steps, benchmark::Counter::kIsRate,
                          benchmark::Counter::OneK::kIs1000);
   state.SetLabel(spec + " " + ssd::dtype_name(m.model.weights.dtype) + " on " +
-                 m.backend->device_name() + ", --gemm " + bench_gemm());
+                 m.backend->device_name() + ", --gemm " + bench_gemm() + ", compute " +
+                 m.backend->compute_for(m.model.weights.dtype));
 }
 
 }  // namespace
@@ -193,14 +201,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   // The CUDA backend keeps every weight in bf16 whatever the dtype asked for, so its default is
-  // bf16 alone: f32 would time the same steps again (and generate an 8B model twice).
+  // bf16 alone: f32 would time the same steps again (and generate an 8B model twice). bf16
+  // compute refuses fp32 weights, so its default is bf16 alone too.
   std::string default_dtypes = "f32,bf16";
   try {
-    if (ssd::make_backend(bench_backend(), threads[0], bench_gemm(), "").backend->name() == "cuda")
+    if (ssd::make_backend(bench_backend(), threads[0], bench_gemm(), bench_compute(), "")
+                .backend->name() == "cuda" ||
+        bench_compute() == "bf16")
       default_dtypes = "bf16";
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_decode: SSD_BENCH_BACKEND=%s SSD_BENCH_GEMM=%s: %s\n",
-                 bench_backend().c_str(), bench_gemm().c_str(), e.what());
+    std::fprintf(stderr,
+                 "bench_decode: SSD_BENCH_BACKEND=%s SSD_BENCH_GEMM=%s SSD_BENCH_COMPUTE=%s: %s\n",
+                 bench_backend().c_str(), bench_gemm().c_str(), bench_compute().c_str(), e.what());
     return 1;
   }
   for (const std::string& preset : bench_models()) {

@@ -1,12 +1,17 @@
 // GEMM microbenchmarks: the batch-invariant kernel with fp32 and bf16 weights, packed (what the
-// forward pass uses) and row-major, and OpenBLAS sgemm (fp32), at llama-124m's and Llama-3.2-1B's
-// linear shapes, for the row counts decoding uses: 1 (AR), 2, 4, 5 (K+1 = 5 verification), 8, 16
-// (batch x (K+1), SSD branches), and 128 (prefill); and at the llama-12m draft's shapes with
-// 10, 20 and 40 rows as well: an SSD cache build runs K batched steps of one row per branch,
-// as many rows as the budget times the batch.
+// forward pass uses) and row-major, the bf16 x bf16 -> fp32 kernel of --compute bf16 (dot_bf16:
+// activations rounded to bf16, AVX512_BF16's vdpbf16ps, on weights packed by
+// pack_matrix_bf16_dot), and OpenBLAS sgemm (fp32), at llama-124m's and Llama-3.2-1B's linear
+// shapes, for the row counts decoding uses: 1 (AR), 2, 4, 5 (K+1 = 5 verification), 8, 16
+// (batch x (K+1), SSD branches), 32, 80 (batch 16 x (K+1)) and 128 (prefill); and at the
+// llama-12m draft's shapes with 10, 20 and 40 rows as well: an SSD cache build runs K batched
+// steps of one row per branch, as many rows as the budget times the batch.
 //
-// Counters: FLOPS (2*M*in*out per call) and weight_BW (in*out*element bytes per call), both
-// rates. Weights cycle through copies totalling >= 128 MiB (at most 64 copies) so that, as in
+// Counters: FLOPS (2*M*in*out per call), weight_BW (in*out*element bytes per call), both rates,
+// and peak_frac: FLOPS as a fraction of the host's measured peak of the kernel's compute (fp32
+// FMAs for the f32 kernels, vdpbf16ps for dot_bf16; characterize's register-only probes,
+// characterize/compute_peak.h, run once at start with the benchmarks' threads and printed in the
+// context). Weights cycle through copies totalling >= 128 MiB (at most 64 copies) so that, as in
 // a real decode step, matrices larger than a few MiB are read from memory, not from L3.
 //
 // openblas_batch_invariance/*: not a timing but a finding, whether OpenBLAS's sgemm gives row 0
@@ -15,15 +20,20 @@
 // forward pass defaults to matmul_invariant.
 //
 // Threads: SSD_BENCH_THREADS (default 1), e.g. SSD_BENCH_THREADS=2 ./bench_gemm.
+// Compute: SSD_BENCH_COMPUTE=f32 (the fp32-FMA kernels and OpenBLAS), bf16 (dot_bf16) or both
+// (the default), as ssd-bench's --compute; without AVX512_BF16, bf16 has no kernel to time.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <new>
+#include <optional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -31,6 +41,7 @@
 #include <vector>
 
 #include "bench/run_benchmarks.h"
+#include "characterize/compute_peak.h"
 #include "kernels/cpu/cpu_backend.h"
 
 namespace {
@@ -49,6 +60,9 @@ void packed_f32(float* y, const float* x, const void* w, int rows, int in, int o
 }
 void packed_bf16(float* y, const float* x, const void* w, int rows, int in, int out, int t) {
   ssd::matmul_packed_bf16(y, x, static_cast<const uint16_t*>(w), rows, in, out, t);
+}
+void dot_bf16(float* y, const float* x, const void* w, int rows, int in, int out, int t) {
+  ssd::matmul_bf16_dot(y, x, static_cast<const uint16_t*>(w), rows, in, out, t);
 }
 void openblas_f32(float* y, const float* x, const void* w, int rows, int in, int out, int t) {
   ssd::matmul_openblas(y, x, static_cast<const float*>(w), rows, in, out, t);
@@ -80,6 +94,13 @@ int bench_threads() {
   return threads > 0 ? threads : 1;
 }
 
+// SSD_BENCH_COMPUTE: "f32", "bf16" or "both" (the default); anything else is "".
+std::string bench_compute() {
+  const char* env = std::getenv("SSD_BENCH_COMPUTE");
+  const std::string value = env ? env : "both";
+  return value == "f32" || value == "bf16" || value == "both" ? value : "";
+}
+
 template <typename Vector>
 void fill(Vector& v, uint64_t seed) {
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -89,19 +110,23 @@ void fill(Vector& v, uint64_t seed) {
   }
 }
 
-// Weight copies for one [out, in] shape, element size and layout (row-major, or packed as
-// CpuBackend::upload_matrix packs them), made once and shared by every benchmark of the shape.
-// bf16 copies hold the top halves of the fp32 values.
+// How a kernel wants its weights: row-major, packed as CpuBackend::upload_matrix packs them for
+// matmul_packed(_bf16), or packed for matmul_bf16_dot (bf16 only).
+enum class Layout { RowMajor, Packed, PackedDot };
+
+// Weight copies for one [out, in] shape, element size and layout, made once and shared by every
+// benchmark of the shape. bf16 copies hold the top halves of the fp32 values.
 struct WeightSet {
   size_t stride = 0;  // bytes
   int copies = 1;
   AlignedVector<uint8_t> data;
 };
 
-const WeightSet& weights_for(int in, int out, int element, bool packed) {
-  static std::map<std::tuple<int, int, int, bool>, WeightSet> cache;
-  WeightSet& set = cache[{in, out, element, packed}];
+const WeightSet& weights_for(int in, int out, int element, Layout layout) {
+  static std::map<std::tuple<int, int, int, Layout>, WeightSet> cache;
+  WeightSet& set = cache[{in, out, element, layout}];
   if (set.data.empty()) {
+    const bool packed = layout != Layout::RowMajor;
     const size_t count = packed ? ssd::packed_matrix_count(out, in) : size_t(in) * out;
     set.stride = (count * element + 63) / 64 * 64;
     set.copies = int(std::min<size_t>(64, ((size_t(128) << 20) + set.stride - 1) / set.stride));
@@ -114,6 +139,8 @@ const WeightSet& weights_for(int in, int out, int element, bool packed) {
       ssd::pack_matrix(reinterpret_cast<float*>(one.data()), values.data(), out, in);
     else if (element == 4)
       std::memcpy(one.data(), values.data(), one.size());
+    else if (layout == Layout::PackedDot)
+      ssd::pack_matrix_bf16_dot(reinterpret_cast<uint16_t*>(one.data()), halves.data(), out, in);
     else if (packed)
       ssd::pack_matrix_bf16(reinterpret_cast<uint16_t*>(one.data()), halves.data(), out, in);
     else
@@ -125,19 +152,24 @@ const WeightSet& weights_for(int in, int out, int element, bool packed) {
   return set;
 }
 
-void bm_gemm(benchmark::State& state, GemmFn fn, int element, bool packed, int rows, int in,
-             int out, int threads) {
-  const WeightSet& w = weights_for(in, out, element, packed);
+// peak_gflops: the host's peak of the kernel's compute, at `threads` threads.
+void bm_gemm(benchmark::State& state, GemmFn fn, int element, Layout layout, int rows, int in,
+             int out, int threads, double peak_gflops) {
+  const WeightSet& w = weights_for(in, out, element, layout);
   AlignedVector<float> x(size_t(rows) * in), y(size_t(rows) * out);
   fill(x, 7);
   fn(y.data(), x.data(), w.data.data(), rows, in, out, threads);  // warm-up (thread pools)
   int64_t call = 0;
+  // Timed here too: a kIsRate counter of a fraction would print as "0.7/s".
+  const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
     fn(y.data(), x.data(), w.data.data() + w.stride * size_t(++call % w.copies), rows, in, out,
        threads);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double calls = double(state.iterations());
   state.counters["FLOPS"] =
       benchmark::Counter(2.0 * rows * in * out * calls, benchmark::Counter::kIsRate,
@@ -145,6 +177,7 @@ void bm_gemm(benchmark::State& state, GemmFn fn, int element, bool packed, int r
   state.counters["weight_BW"] =
       benchmark::Counter(double(in) * out * element * calls, benchmark::Counter::kIsRate,
                          benchmark::Counter::OneK::kIs1000);
+  state.counters["peak_frac"] = 2.0 * rows * in * out * calls / seconds / (peak_gflops * 1e9);
   state.counters["copies"] = w.copies;
 }
 
@@ -180,6 +213,21 @@ void bm_openblas_invariance(benchmark::State& state, int rows, int threads) {
 
 int main(int argc, char** argv) {
   const int threads = bench_threads();
+  const std::string compute = bench_compute();
+  if (compute.empty()) {
+    std::fprintf(stderr, "bench_gemm: SSD_BENCH_COMPUTE=%s: expected f32, bf16 or both\n",
+                 std::getenv("SSD_BENCH_COMPUTE"));
+    return 1;
+  }
+  // Each compute's yardstick, measured once: the peak of the instruction its kernels multiply
+  // with, on registers only.
+  const double fma_peak = ssd::measure_host_fma(threads).gflops;
+  const std::optional<ssd::HostPeakResult> dot_peak = ssd::measure_host_bf16_dot(threads);
+  benchmark::AddCustomContext("fp32_fma_peak_gflops", std::to_string(fma_peak));
+  benchmark::AddCustomContext("bf16_dot_peak_gflops",
+                              dot_peak ? std::to_string(dot_peak->gflops) : "none");
+  if (compute != "f32" && !dot_peak)
+    std::fprintf(stderr, "bench_gemm: this build or CPU has no AVX512_BF16: no dot_bf16\n");
   struct Shape {
     const char* name;
     int in, out;
@@ -192,44 +240,50 @@ int main(int argc, char** argv) {
                           {"12m.down", 688, 256, true},     {"12m.head", 256, 32000, true},
                           {"1b.qo", 2048, 2048, false},     {"1b.gate", 2048, 8192, false},
                           {"1b.down", 8192, 2048, false}};
-  const std::vector<int> target_rows = {1, 2, 4, 5, 8, 16, 128};
-  const std::vector<int> draft_rows = {1, 2, 4, 5, 8, 10, 16, 20, 40, 128};
+  const std::vector<int> target_rows = {1, 2, 4, 5, 8, 16, 32, 80, 128};
+  const std::vector<int> draft_rows = {1, 2, 4, 5, 8, 10, 16, 20, 32, 40, 80, 128};
   struct Kernel {
     const char* name;
     GemmFn fn;
     int element;
-    bool packed;
+    Layout layout;
+    bool bf16_compute;
   };
-  // packed_*: what the forward pass runs (CpuBackend packs every projection and untied head);
-  // invariant_*: the same sums on row-major weights (a tied head, tests, the GPU's reference).
-  const Kernel kernels[] = {{"packed_f32", packed_f32, 4, true},
-                            {"packed_bf16", packed_bf16, 2, true},
-                            {"invariant_f32", invariant_f32, 4, false},
-                            {"invariant_bf16", invariant_bf16, 2, false},
-                            {"openblas_f32", openblas_f32, 4, false}};
+  // packed_*: what the forward pass runs under --compute f32 (CpuBackend packs every projection
+  // and untied head), dot_bf16 under --compute bf16; invariant_*: the same sums as packed_* on
+  // row-major weights (a tied head, tests, the GPU's reference).
+  const Kernel kernels[] = {{"packed_f32", packed_f32, 4, Layout::Packed, false},
+                            {"packed_bf16", packed_bf16, 2, Layout::Packed, false},
+                            {"dot_bf16", dot_bf16, 2, Layout::PackedDot, true},
+                            {"invariant_f32", invariant_f32, 4, Layout::RowMajor, false},
+                            {"invariant_bf16", invariant_bf16, 2, Layout::RowMajor, false},
+                            {"openblas_f32", openblas_f32, 4, Layout::RowMajor, false}};
   // Kernel-major order: after an OpenBLAS call its pthreads busy-wait for ~0.1 s, which would
   // slow an OpenMP kernel measured right after it when threads > 1.
   for (const Kernel& k : kernels) {
+    if (k.bf16_compute ? compute == "f32" || !dot_peak : compute == "bf16") continue;
+    const double peak = k.bf16_compute ? dot_peak->gflops : fma_peak;
     for (const Shape& s : shapes) {
       for (int rows : s.draft ? draft_rows : target_rows) {
         const std::string name = std::string(k.name) + "/" + s.name + "/" + std::to_string(s.in) +
                                  "x" + std::to_string(s.out) + "/M:" + std::to_string(rows) +
                                  "/threads:" + std::to_string(threads);
-        benchmark::RegisterBenchmark(name.c_str(), bm_gemm, k.fn, k.element, k.packed, rows, s.in,
-                                     s.out, threads)
+        benchmark::RegisterBenchmark(name.c_str(), bm_gemm, k.fn, k.element, k.layout, rows, s.in,
+                                     s.out, threads, peak)
             ->Unit(benchmark::kMicrosecond)
             ->UseRealTime();
       }
     }
   }
-  for (int t : {1, 2})
-    for (int rows : {4, 16}) {
-      const std::string name =
-          "openblas_batch_invariance/768x2048/M:1_vs_M:" + std::to_string(rows) +
-          "/threads:" + std::to_string(t);
-      benchmark::RegisterBenchmark(name.c_str(), bm_openblas_invariance, rows, t)
-          ->Iterations(1)
-          ->Unit(benchmark::kMicrosecond);
-    }
+  if (compute != "bf16")  // a finding about OpenBLAS, fp32
+    for (int t : {1, 2})
+      for (int rows : {4, 16}) {
+        const std::string name =
+            "openblas_batch_invariance/768x2048/M:1_vs_M:" + std::to_string(rows) +
+            "/threads:" + std::to_string(t);
+        benchmark::RegisterBenchmark(name.c_str(), bm_openblas_invariance, rows, t)
+            ->Iterations(1)
+            ->Unit(benchmark::kMicrosecond);
+      }
   return run_registered_benchmarks(argc, argv);
 }

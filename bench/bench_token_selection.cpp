@@ -44,7 +44,8 @@ std::vector<std::string> bench_models() {
 // Every position's logits of a forward pass over a kRows-token prompt.
 std::vector<float> model_logits(const std::string& preset, int& vocab) {
   std::unique_ptr<ssd::WeightSource> source = ssd::open_weight_source("synthetic:" + preset, 0);
-  std::unique_ptr<ssd::Backend> backend = ssd::make_backend("cpu", 1, "invariant", "").backend;
+  std::unique_ptr<ssd::Backend> backend =
+      ssd::make_backend("cpu", 1, "invariant", "f32", "").backend;
   ssd::Model model =
       ssd::load_model(*source, *backend, {}, nullptr,
                       backend->weight_storage(ssd::resolve_weight_dtype("auto", *source)));

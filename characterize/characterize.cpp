@@ -41,6 +41,7 @@ std::vector<std::pair<std::string, std::string>> describe(const CharacterizeConf
       {"devices", c.devices.empty() ? "local rank" : c.devices},
       {"threads", str(c.threads)},
       {"gemm", c.gemm},
+      {"compute", c.compute},
       {"lookahead", str(c.lookahead)},
       {"batch_size", str(c.batch_size)},
       {"context", str(c.context)},
@@ -121,12 +122,13 @@ RankResults measure_rank(const CharacterizeConfig& c, Launch& launch, Characteri
     mine.memory = measure_copy_bandwidth(backend, c.memory_bytes, c.min_time);
     mine.memory.rank = layout.world_rank;
   });
-  // The host's own read loop, alone on the node's memory, and its FMA peak (the other ranks
-  // wait).
+  // The host's own read loop, alone on the node's memory, and its compute peaks (the other
+  // ranks wait): both computes', so that the file holds the one not chosen too.
   run_collectively(MPI_COMM_WORLD, [&] {
     if (layout.is_run_leader()) {
       report.host_read = measure_host_read(c.memory_bytes, c.threads);
       report.host_fma = measure_host_fma(c.threads);
+      report.host_bf16_dot = measure_host_bf16_dot(c.threads);
     }
   });
   run_collectively(MPI_COMM_WORLD, [&] {
@@ -228,8 +230,8 @@ void conclude(CharacterizeReport& report, const Backend& backend,
   if (const ForwardResult* ar = find_forward(forwards, "target", "ar", false))
     report.decode_ms = ar->seconds * 1e3;
   // A verification reads the same weights once for all its rows and multiplies each row by each
-  // of them (2 FLOPs per parameter per row, at fp32 FMA speed however the weights are stored).
-  if (host && report.host_fma)
+  // of them (2 FLOPs per parameter per row, at the peak of the compute its GEMMs run in).
+  if (host && compute_peak(report))
     report.linear_params = report.decode_bytes / double(dtype_size(report.target_dtype));
   const ForwardResult* verify = find_forward(forwards, "target", "verify", false);
   if (report.linear_params > 0 && verify) {
@@ -242,11 +244,21 @@ void conclude(CharacterizeReport& report, const Backend& backend,
 
 }  // namespace
 
+const HostPeakResult* compute_peak(const CharacterizeReport& report) {
+  const auto& peak = report.target_compute == "bf16" ? report.host_bf16_dot : report.host_fma;
+  return peak ? &*peak : nullptr;
+}
+
+const char* compute_peak_name(const CharacterizeReport& report) {
+  return report.target_compute == "bf16" ? "bf16 dot-product" : "fp32 FMA";
+}
+
 double target_step_bound_ms(const CharacterizeReport& report, int rows) {
-  if (!(report.linear_params > 0) || !report.host_fma || !(report.bound_gbps > 0)) return 0.0;
+  const HostPeakResult* peak = compute_peak(report);
+  if (!(report.linear_params > 0) || !peak || !(report.bound_gbps > 0)) return 0.0;
   const double read_ms = 1e3 * report.decode_bytes / (report.bound_gbps * 1e9);
-  const double fma_ms = 1e3 * 2.0 * rows * report.linear_params / (report.host_fma->gflops * 1e9);
-  return std::max(read_ms, fma_ms);
+  const double compute_ms = 1e3 * 2.0 * rows * report.linear_params / (peak->gflops * 1e9);
+  return std::max(read_ms, compute_ms);
 }
 
 int run_characterize(const Cli& cli) {
@@ -281,6 +293,7 @@ int run_characterize(const Cli& cli) {
   report.draft_ranks = launch.layout.draft_ranks;
   report.draft_collocated = has_draft && !launch.spec.separate_draft;
   report.target_dtype = launch.target.weight_dtype;
+  report.target_compute = launch.target.compute;
   const std::vector<LinearShape> target_shapes =
       linear_shapes(launch.target.config, launch.layout.target_tp);
   report.models.push_back({"target", launch.target, target_shapes});

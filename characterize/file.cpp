@@ -77,6 +77,16 @@ void write_headline(ResultFile& f, const CharacterizeReport& r) {
     f.set_attr("/", "host_fma_1thread_gflops", r.host_fma->one_thread_gflops);
     f.set_attr("/", "host_fma_lanes", r.host_fma->lanes);
   }
+  if (r.host_bf16_dot) {
+    f.set_attr("/", "host_bf16_dot_gflops", r.host_bf16_dot->gflops);
+    f.set_attr("/", "host_bf16_dot_1thread_gflops", r.host_bf16_dot->one_thread_gflops);
+    f.set_attr("/", "host_bf16_dot_lanes", r.host_bf16_dot->lanes);
+  }
+  f.set_attr("/", "target_compute", r.target_compute);
+  if (const HostPeakResult* peak = compute_peak(r)) {  // the peak the bounds are taken at
+    f.set_attr("/", "compute_peak", compute_peak_name(r));
+    f.set_attr("/", "compute_peak_gflops", peak->gflops);
+  }
   if (r.verify_bound_ms > 0) {
     f.set_attr("/", "verify_rows", r.verify_rows);
     f.set_attr("/", "verify_bound_ms", r.verify_bound_ms);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "characterize/compute_peak.h"
 #include "harness/cli.h"
 #include "harness/hdf5_writer.h"
 #include "harness/report.h"
@@ -71,12 +72,6 @@ struct HostReadResult {  // the CPU read loop (rank 0 only; the host, whatever t
   int streams = 0, one_thread_streams = 0;  // concurrent streams per thread of the best pass
 };
 
-struct HostFmaResult {  // the CPU's fp32 FMA peak (rank 0 only; the host, whatever the backend)
-  int threads = 0;
-  int lanes = 0;  // fp32 lanes per vector instruction in this build
-  double gflops = 0.0, one_thread_gflops = 0.0;
-};
-
 struct GemmResult {  // one Backend::matmul shape at one row count
   int rank = 0;
   std::string model;    // target | draft
@@ -128,7 +123,7 @@ std::vector<RankResults> gather_results(const RankResults& mine);
 
 MemoryResult measure_copy_bandwidth(Backend& backend, int64_t bytes, double min_time);
 HostReadResult measure_host_read(int64_t bytes, int threads);
-HostFmaResult measure_host_fma(int threads);  // compute_peak.cpp
+// The host's compute peaks: characterize/compute_peak.h.
 
 struct LinearShape {
   std::string name;
@@ -241,7 +236,11 @@ struct CharacterizeReport {
   std::vector<CharacterizeModel> models;
   std::vector<RankResults> ranks;
   std::optional<HostReadResult> host_read;
-  std::optional<HostFmaResult> host_fma;
+  std::optional<HostPeakResult> host_fma;       // fp32 FMAs (--compute f32)
+  std::optional<HostPeakResult> host_bf16_dot;  // vdpbf16ps (--compute bf16), where there is one
+  // What rank 0's GEMMs multiply the target's weights in (Backend::compute_for): "f32" or
+  // "bf16". The bounds below use this compute's peak (compute_peak).
+  std::string target_compute = "f32";
   VerificationWindow window;
   // The AR decode bound of rank 0's target shard: linear-layer weight bytes per step (at the
   // target's weight dtype) over the bandwidth a decode step can use (bound_gbps: the host's
@@ -250,21 +249,27 @@ struct CharacterizeReport {
   double decode_bytes = 0.0, ar_bound_tok_s = 0.0, decode_ms = 0.0, bound_gbps = 0.0;
   std::string bound_source;  // which bandwidth bound_gbps is
   // The verification's bound (host weights only): batch x (K+1) rows take at least the AR
-  // bound's weight reading and at least 2 x rows x parameters FLOPs at the host's FMA peak;
+  // bound's weight reading and at least 2 x rows x parameters FLOPs at the compute's peak;
   // verify_ms is the measured verification (timed alone).
   double verify_rows = 0.0, verify_gflop = 0.0, verify_bound_ms = 0.0, verify_ms = 0.0;
   // Linear-layer parameters of rank 0's target shard, set where the verification's bound is
-  // (host weights and an FMA probe); 0 elsewhere.
+  // (host weights and a probe of the compute's peak); 0 elsewhere.
   double linear_params = 0.0;
   DType target_dtype = DType::F32;
   std::vector<std::string> unsteady;  // unsteady_passes of every rank's forward passes
 };
 
+// The peak of the target's compute (host_bf16_dot for "bf16", else host_fma), nullptr where it
+// was not measured; and its name for the console ("bf16 dot-product", "fp32 FMA").
+// characterize.cpp.
+const HostPeakResult* compute_peak(const CharacterizeReport& report);
+const char* compute_peak_name(const CharacterizeReport& report);
+
 // A target step of `rows` token rows (any split over sequences) at its hardware floor, in ms:
-// the AR bound's weight reading, or 2 x rows x linear_params FLOPs at the host's FMA peak,
-// whichever is longer. Attention and the other per-row work are left out, so the floor is
-// below what any kernel can reach. 0 where there is no such bound (weights on a GPU, no FMA
-// probe). characterize.cpp.
+// the AR bound's weight reading, or 2 x rows x linear_params FLOPs at compute_peak, whichever
+// is longer. Attention and the other per-row work are left out, so the floor is below what any
+// kernel can reach. 0 where there is no such bound (weights on a GPU, no probe of the peak).
+// characterize.cpp.
 double target_step_bound_ms(const CharacterizeReport& report, int rows);
 
 // Every resolved setting, as name = value pairs (console header, /config, config_json).

@@ -32,7 +32,8 @@ void describe_model(std::ostream& os, const CharacterizeModel& m) {
      << human_count(double(c.parameter_count())) << " parameters, " << c.num_hidden_layers
      << " layers, hidden " << c.hidden_size << ", heads " << c.num_attention_heads << "/"
      << c.num_key_value_heads << ", vocab " << c.vocab_size << ", "
-     << (c.tie_word_embeddings ? "tied" : "untied")
+     << (c.tie_word_embeddings ? "tied" : "untied") << "; " << dtype_name(m.summary.weight_dtype)
+     << " weights, " << m.summary.compute << " compute"
      << (m.summary.load_s > 0 ? format("; loaded in %.2f s", m.summary.load_s) : "") << "\n";
 }
 
@@ -61,16 +62,20 @@ int print_memory(std::ostream& os, const CharacterizeReport& r) {
     os << "\n";
     bad += !positive(h.gbps);
   }
-  if (r.host_fma) {
-    const HostFmaResult& h = *r.host_fma;
+  const auto peak = [&](const std::optional<HostPeakResult>& h, const char* what,
+                        const char* instruction) {
+    if (!h) return;
+    const bool chosen = compute_peak(r) == &*h;
     os << format(
-        "# host fp32 FMA peak (world rank 0's CPU, %d-lane FMAs on registers only): 1 "
+        "# host %s peak (world rank 0's CPU, %d-lane %s on registers only%s): 1 "
         "thread %.1f GFLOP/s",
-        h.lanes, h.one_thread_gflops);
-    if (h.threads > 1) os << format(", %d threads %.1f GFLOP/s", h.threads, h.gflops);
+        what, h->lanes, instruction, chosen ? "; the floors' peak" : "", h->one_thread_gflops);
+    if (h->threads > 1) os << format(", %d threads %.1f GFLOP/s", h->threads, h->gflops);
     os << "\n";
-    bad += !positive(h.gflops);
-  }
+    bad += !positive(h->gflops);
+  };
+  peak(r.host_fma, "fp32 FMA", "FMAs");
+  peak(r.host_bf16_dot, "bf16 dot-product", "vdpbf16ps, 4 FLOPs per lane,");
   return bad;
 }
 
@@ -216,10 +221,10 @@ void print_row_floors(std::ostream& os, const CharacterizeReport& r) {
     return a->rows < b->rows;
   });
   os << format(
-      "# target steps of more rows (timed alone, context %d), rows: floor in AR bound steps "
-      "(the weight reading, or the rows' FMAs at the peak, whichever is longer) / measured in "
-      "measured AR steps:",
-      r.config->context);
+      "# target steps of more rows (timed alone, context %d, %s compute), rows: floor in AR bound "
+      "steps (the weight reading, or the rows' multiply-adds at the %s peak of %.1f GFLOP/s, "
+      "whichever is longer) / measured in measured AR steps:",
+      r.config->context, r.target_compute.c_str(), compute_peak_name(r), compute_peak(r)->gflops);
   for (size_t i = 0; i < steps.size(); ++i) {
     const ForwardResult& f = *steps[i];
     const std::string of = f.kind == "sequences" ? format(" (%d sequences)", f.sequences) : "";
@@ -270,14 +275,15 @@ int print_tables(std::ostream& os, const CharacterizeReport& r) {
                    100.0 * bound_ms / r.decode_ms);
     os << "\n";
   }
-  if (r.verify_bound_ms > 0 && r.host_fma) {
+  if (r.verify_bound_ms > 0 && compute_peak(r)) {
     os << format(
         "# verification bound (%g rows): the AR bound's weight reading, or %.2f GFLOP at the "
-        "FMA peak of %.1f GFLOP/s, whichever is longer = %.3f ms = %.2f AR bound steps; "
+        "%s peak of %.1f GFLOP/s, whichever is longer = %.3f ms = %.2f AR bound steps; "
         "measured verification %.3f ms = %.1f%% of the bound, %.2f measured AR steps\n",
-        r.verify_rows, r.verify_gflop, r.host_fma->gflops, r.verify_bound_ms,
-        r.verify_bound_ms * r.ar_bound_tok_s / (1e3 * r.config->batch_size), r.verify_ms,
-        100.0 * r.verify_bound_ms / r.verify_ms, r.decode_ms > 0 ? r.verify_ms / r.decode_ms : 0.0);
+        r.verify_rows, r.verify_gflop, compute_peak_name(r), compute_peak(r)->gflops,
+        r.verify_bound_ms, r.verify_bound_ms * r.ar_bound_tok_s / (1e3 * r.config->batch_size),
+        r.verify_ms, 100.0 * r.verify_bound_ms / r.verify_ms,
+        r.decode_ms > 0 ? r.verify_ms / r.decode_ms : 0.0);
   }
   print_row_floors(os, r);
   os << "# Out of bounds values : " << bad << (bad == 0 ? " OK" : " FAILED")

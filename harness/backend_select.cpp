@@ -60,9 +60,26 @@ GemmKind cpu_gemm(const std::string& gemm) {
   throw InputError("--gemm " + gemm + ": the cpu backend has invariant or openblas");
 }
 
-BackendSetup make_cpu(int threads, const std::string& gemm) {
+// Every backend's values; whether one suits the backend and --gemm is for make_cpu and
+// check_cuda_compute to say.
+CpuCompute cpu_compute(const std::string& compute) {
+  if (compute == "f32") return CpuCompute::F32;
+  if (compute == "bf16") return CpuCompute::BF16;
+  if (compute == "auto") return CpuCompute::Auto;
+  throw InputError("--compute " + compute + ": expected f32, bf16 or auto");
+}
+
+BackendSetup make_cpu(int threads, const std::string& gemm, const std::string& compute) {
   BackendSetup setup;
-  setup.backend = std::make_unique<CpuBackend>(threads, cpu_gemm(gemm));
+  const GemmKind kind = cpu_gemm(gemm);
+  try {
+    setup.backend = std::make_unique<CpuBackend>(threads, kind, cpu_compute(compute));
+  } catch (const std::invalid_argument& e) {
+    // The constructor refuses bf16 compute without AVX512_BF16 or with OpenBLAS: the user's
+    // choice of flags, not a bug.
+    if (compute != "bf16") throw;
+    throw InputError("--compute " + compute + ": " + e.what());
+  }
   setup.make_all_reduce = [](MPI_Comm group) -> std::unique_ptr<AllReduce> {
     return std::make_unique<MpiAllReduce>(group);
   };
@@ -82,6 +99,16 @@ CudaGemm cuda_gemm(const std::string& gemm) {
   if (gemm == "invariant-tc") return CudaGemm::AutoTc;
   if (gemm == "cublas") return CudaGemm::Cublas;
   throw InputError("--gemm " + gemm + ": the cuda backend has invariant, invariant-tc or cublas");
+}
+
+// Every CUDA kernel takes bf16 activations and weights (CudaBackend keeps both in bf16), so
+// --gemm alone decides the multiply: the CUDA-core kernel (invariant) widens both and runs fp32
+// FMAs, the tensor-core kernel (invariant-tc) and cuBLAS multiply bf16 x bf16 -> fp32
+// (CudaBackend::compute_for). f32 and auto leave --gemm's choice as it is.
+void check_cuda_compute(const std::string& compute, const std::string& gemm) {
+  if (compute == "bf16" && gemm != "invariant-tc" && gemm != "cublas")
+    throw InputError("--compute bf16: --gemm " + gemm +
+                     " runs fp32 FMAs on the GPU; use --gemm invariant-tc (tensor cores)");
 }
 
 // This rank's index among the ranks on its node, and how many there are. Collective over
@@ -164,22 +191,28 @@ BackendSetup make_cuda(int threads, CudaGemm gemm, const std::string& devices,
 }  // namespace
 
 BackendSetup make_backend(const std::string& name, int threads, const std::string& gemm,
-                          const std::string& devices) {
+                          const std::string& compute, const std::string& devices) {
   check_name(name);
+  cpu_compute(compute);  // a value no backend has, before anything else, on every rank alike
   const std::vector<int> device_list = parse_devices(devices);
-  if (name == "cpu") return make_cpu(threads, gemm);
+  if (name == "cpu") return make_cpu(threads, gemm, compute);
 #if defined(SSD_HAVE_CUDA)
-  if (name == "cuda") cuda_gemm(gemm);  // reject a bad --gemm before the collective step
+  if (name == "cuda") {  // reject a bad --gemm or --compute before the collective step
+    cuda_gemm(gemm);
+    check_cuda_compute(compute, gemm);
+  }
   const auto [local_rank, local_size] = node_local_rank();
   std::string why;
   const int visible = cuda_device_count(&why);
-  if (name == "auto" && visible == 0) return make_cpu(threads, gemm);
+  if (name == "auto" && visible == 0) return make_cpu(threads, gemm, compute);
   if (visible == 0)
     throw InputError("--backend cuda: no usable GPU on " + host_name() + " (" + why + ")");
-  return make_cuda(threads, cuda_gemm(gemm), devices, device_list, local_rank, local_size, visible);
+  const CudaGemm kind = cuda_gemm(gemm);
+  check_cuda_compute(compute, gemm);
+  return make_cuda(threads, kind, devices, device_list, local_rank, local_size, visible);
 #else
   (void)device_list;  // validated above, so --devices errors do not depend on the build
-  if (name == "auto") return make_cpu(threads, gemm);
+  if (name == "auto") return make_cpu(threads, gemm, compute);
   throw InputError("--backend cuda: this build has no CUDA backend (configure with -DSSD_CUDA=ON)");
 #endif
 }

@@ -31,7 +31,7 @@ struct BackendSetup {
 };
 
 // Creates this rank's backend.
-//   name     "cpu":  CpuBackend(threads, gemm).
+//   name     "cpu":  CpuBackend(threads, gemm, compute).
 //            "cuda": CudaBackend on this rank's GPU: devices[local rank] when `devices` is given,
 //                    else GPU (local rank % visible GPUs). The local rank is the rank among the
 //                    ranks on this node (MPI_Comm_split_type SHARED over MPI_COMM_WORLD; 0 when
@@ -43,8 +43,15 @@ struct BackendSetup {
 //            cuda: "invariant" (batch-invariant kernel up to 64 rows, cuBLAS above: prefill) |
 //                  "invariant-tc" (the same with the tensor-core invariant kernel) |
 //                  "cublas" (cuBLAS for every call; not batch-invariant).
+//   compute  what the GEMMs multiply bf16 weights in (--compute; Backend::compute_for says
+//            what a model got): "f32" | "bf16" | "auto".
+//            cpu:  CpuCompute::F32 / BF16 / Auto (kernels/cpu/cpu_backend.h); bf16 needs
+//                  AVX512_BF16 and gemm "invariant";
+//            cuda: --gemm decides (every CUDA kernel takes bf16 activations): bf16 needs
+//                  "invariant-tc" or "cublas"; f32 and auto take any gemm.
 //   devices  "" or comma-separated GPU indices, one per node-local rank, e.g. "0,1,2".
-// Throws ssd::InputError (one line naming the flag) for an unknown name or gemm, a malformed
+// Throws ssd::InputError (one line naming the flag) for an unknown name, gemm or compute, a
+// compute the backend cannot run with this gemm or CPU ("--compute bf16: ..."), a malformed
 // --devices, too few --devices entries or a device that does not exist, "cuda" in a build
 // without CUDA ("--backend cuda: this build has no CUDA backend (configure with
 // -DSSD_CUDA=ON)"), or no usable GPU ("--backend cuda: no usable GPU on HOST
@@ -53,6 +60,6 @@ struct BackendSetup {
 // or "auto": every rank must call it, with the same name and devices. Argument errors are
 // thrown before the collective step, identically on every rank.
 BackendSetup make_backend(const std::string& name, int threads, const std::string& gemm,
-                          const std::string& devices);
+                          const std::string& compute, const std::string& devices);
 
 }  // namespace ssd

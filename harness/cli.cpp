@@ -20,6 +20,21 @@ void add_weight_dtype_flag(CLI::App& app, std::string& value, const std::string&
       ->capture_default_str();
 }
 
+// --compute, for a run and for characterize alike. f32 stays the default: it is the exact path
+// every committed figure and test was made with.
+void add_compute_flag(CLI::App& app, std::string& value, const std::string& group) {
+  app.add_option("--compute", value,
+                 "What the GEMMs multiply bf16 weights in: f32 (each weight widened to fp32 and "
+                 "multiplied with fp32 activations: exact products), bf16 (activations rounded "
+                 "to bf16, nearest even, and bf16 x bf16 products summed in fp32, as a GPU's "
+                 "tensor cores do; the CPU's AVX512_BF16 vdpbf16ps with --gemm invariant and bf16 "
+                 "weights; CUDA: --gemm invariant-tc) or auto (bf16 where the weights are bf16 "
+                 "and the CPU has AVX512_BF16; CUDA: what --gemm runs)")
+      ->group(group)
+      ->check(CLI::IsMember({"f32", "bf16", "auto"}))
+      ->capture_default_str();
+}
+
 void add_model_flags(CLI::App& app, RunConfig& c) {
   const std::string models = "Models";
   app.add_option("--target", c.target,
@@ -182,6 +197,7 @@ void add_hardware_flags(CLI::App& app, RunConfig& c) {
       ->check(CLI::IsMember({"invariant", "invariant-tc", "openblas", "cublas"}))
       ->capture_default_str();
   add_weight_dtype_flag(app, c.weight_dtype, hardware);
+  add_compute_flag(app, c.compute, hardware);
 }
 
 void add_output_flags(CLI::App& app, RunConfig& c) {
@@ -251,6 +267,7 @@ void add_characterize_flags(CLI::App& app, CharacterizeConfig& c) {
       ->check(CLI::IsMember({"invariant", "invariant-tc", "openblas", "cublas"}))
       ->capture_default_str();
   add_weight_dtype_flag(app, c.weight_dtype, hardware);
+  add_compute_flag(app, c.compute, hardware);
   app.add_option("-k,--lookahead", c.lookahead, "K: verification is K+1 rows per sequence")
       ->group(shape)
       ->check(at_least(1))

@@ -60,6 +60,9 @@ struct RunConfig {
   int threads = 0;      // 0 = all cores
   std::string gemm = "invariant";
   std::string weight_dtype = "auto";  // auto (the checkpoint's) | f32 | bf16
+  // f32 | bf16 | auto (--compute): f32 by default, so that runs and committed figures keep the
+  // exact fp32 products unless bf16 is asked for.
+  std::string compute = "f32";
   // Output
   std::string out;  // HDF5 file; empty = none
   bool overwrite = false;
@@ -93,6 +96,7 @@ struct CharacterizeConfig {
   int threads = 0;  // 0 = the node's cores / its ranks
   std::string gemm = "invariant";
   std::string weight_dtype = "auto";
+  std::string compute = "f32";
   // The decoding shape
   int lookahead = 4;             // K: verification is K+1 rows per sequence
   int batch_size = 1;            // sequences per step

@@ -71,6 +71,7 @@ std::vector<std::pair<std::string, std::string>> describe(const RunConfig& c) {
       {"threads", str(c.threads)},
       {"gemm", c.gemm},
       {"weight_dtype", c.weight_dtype},
+      {"compute", c.compute},
       {"devices", c.devices.empty() ? "local rank" : c.devices},
       {"out", c.out.empty() ? "none" : c.out},
   };

@@ -62,18 +62,25 @@ bool Launch::holds_draft() const {
 
 void Launch::start_backend() {
   run_collectively(MPI_COMM_WORLD, [&] {
-    backend_setup = make_backend(spec.backend, spec.threads, spec.gemm, spec.devices);
+    backend_setup = make_backend(spec.backend, spec.threads, spec.gemm, spec.compute, spec.devices);
   });
   run_collectively(MPI_COMM_WORLD, [&] {
-    const auto dtype = [&](const WeightSource& source) {
-      return backend().weight_storage(with_flag(
+    const auto summary = [&](const std::string& spec_text, const WeightSource& source,
+                             const char* role) {
+      const DType dtype = backend().weight_storage(with_flag(
           "--weight-dtype", [&] { return resolve_weight_dtype(spec.weight_dtype, source); }));
+      ModelSummary m{spec_text, source.describe(), source.config(), 0, 0, dtype};
+      m.compute = backend().compute_for(dtype);
+      // Here rather than in the backend's upload_matrix, so that it is one line naming both
+      // flags before any weight is read.
+      if (spec.compute == "bf16" && m.compute != "bf16")
+        throw InputError("--compute bf16: the " + std::string(role) + "'s weights are kept as " +
+                         dtype_name(dtype) + " (--weight-dtype " + spec.weight_dtype +
+                         "), and bf16 compute needs bf16 weights (--weight-dtype bf16)");
+      return m;
     };
-    target = ModelSummary{spec.target, target_source->describe(), target_source->config(), 0,
-                          0,           dtype(*target_source)};
-    if (draft_source)
-      draft = ModelSummary{spec.draft, draft_source->describe(), draft_source->config(), 0,
-                           0,          dtype(*draft_source)};
+    target = summary(spec.target, *target_source, "target");
+    if (draft_source) draft = summary(spec.draft, *draft_source, "draft");
   });
 }
 

@@ -26,7 +26,7 @@ struct LaunchSpec {
   uint64_t weight_seed = 0;
   int target_tp = 1, draft_ranks = 0;
   bool separate_draft = false;  // the draft on its own rank, else on target rank 0
-  std::string backend = "auto", devices, gemm = "invariant", weight_dtype = "auto";
+  std::string backend = "auto", devices, gemm = "invariant", weight_dtype = "auto", compute = "f32";
   int threads = 1;  // resolved
 };
 
@@ -45,6 +45,7 @@ LaunchSpec launch_spec(const Flags& c, bool separate_draft) {
   s.devices = c.devices;
   s.gemm = c.gemm;
   s.weight_dtype = c.weight_dtype;
+  s.compute = c.compute;
   s.threads = c.threads;
   return s;
 }
@@ -59,7 +60,9 @@ class Launch {
   Launch(const Launch&) = delete;
   Launch& operator=(const Launch&) = delete;
 
-  // Creates this rank's backend and resolves the weight dtypes it keeps. Collective.
+  // Creates this rank's backend and resolves the weight dtypes it keeps and what it multiplies
+  // them in; --compute bf16 with weights kept in fp32 is an InputError here, before any weight
+  // is loaded. Collective.
   void start_backend();
   // Loads the target's shard (target ranks) and the draft (where it is held), and creates the
   // target's all-reduce. `load_weights` false: the all-reduce only (characterize --no-forward).

@@ -36,8 +36,8 @@ static void describe_model(std::ostream& out, const char* role, const ModelSumma
       << human_count(double(c.parameter_count())) << " parameters, " << c.num_hidden_layers
       << " layers, hidden " << c.hidden_size << ", heads " << c.num_attention_heads << "/"
       << c.num_key_value_heads << ", vocab " << c.vocab_size << "; " << dtype_name(m.weight_dtype)
-      << " weights, " << human_bytes(weight_bytes_per_token(c, dtype_size(m.weight_dtype)))
-      << " read per token"
+      << " weights, " << m.compute << " compute, "
+      << human_bytes(weight_bytes_per_token(c, dtype_size(m.weight_dtype))) << " read per token"
       << (m.weight_bytes ? ", " + human_bytes(double(m.weight_bytes)) + " held by rank 0" : "")
       << (m.load_s > 0 ? fmt(", loaded in %.2f s", m.load_s) : "") << "\n";
 }

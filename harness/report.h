@@ -26,6 +26,7 @@ struct ModelSummary {
   size_t weight_bytes = 0;  // held by this rank
   double load_s = 0.0;
   DType weight_dtype = DType::F32;  // how the matrices are stored
+  std::string compute = "f32";      // what the GEMMs multiply them in (Backend::compute_for)
 };
 
 // Bytes of weights a decode step of the whole model reads (every linear layer and the LM head;

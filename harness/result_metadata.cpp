@@ -12,6 +12,7 @@ void write_model(ResultFile& file, const std::string& group, const ModelSummary&
   file.set_attr(group, "parameters", int64_t(m.config.parameter_count()));
   file.set_attr(group, "weight_bytes_rank0", int64_t(m.weight_bytes));
   file.set_attr(group, "weight_dtype", dtype_name(m.weight_dtype));
+  file.set_attr(group, "compute", m.compute);
   file.set_attr(group, "weight_bytes_per_token",
                 weight_bytes_per_token(m.config, dtype_size(m.weight_dtype)));
 }

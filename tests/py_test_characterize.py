@@ -28,6 +28,16 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 QUICK = ["--threads", "1", "--min-time", "0.01", "--memory-bytes", str(8 << 20),
          "--comm-max-bytes", str(64 << 10)]
 TINY = ["--target", "synthetic:tiny-llama", "--draft", "synthetic:tiny-llama-other"]
+
+
+def cpu_has_bf16():
+    """Whether this CPU has AVX512_BF16 (--compute bf16's vdpbf16ps)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return "avx512_bf16" in f.read().split()
+    except OSError:
+        return False
+
 # Root attributes every result file has (analysis/ssd_analysis/schema.py ROOT_ATTRS).
 ROOT_ATTRS = ["schema_version", "complete", "mode", "config_json", "argv", "version",
               "git_commit", "build_type", "host", "cpu_model", "gpu_model", "start_time",
@@ -84,6 +94,16 @@ class Characterize(unittest.TestCase):
                   "host_read_gbps", "host_fma_gflops", "host_fma_1thread_gflops", "gemm_step_ms"):
             self.assertGreater(float(f.attrs[a]), 0, a)
         self.assertIn(int(f.attrs["host_fma_lanes"]), (8, 16))
+        if cpu_has_bf16():  # the bf16 peak is measured beside the fp32 one, whatever --compute
+            self.assertGreater(float(f.attrs["host_bf16_dot_gflops"]), 0)
+            self.assertGreater(float(f.attrs["host_bf16_dot_1thread_gflops"]), 0)
+        # the bounds are taken at the peak of the target's compute
+        compute = f.attrs["target_compute"]
+        self.assertEqual(f["models/target"].attrs["compute"], compute)
+        self.assertEqual(f.attrs["compute_peak"],
+                         {"f32": "fp32 FMA", "bf16": "bf16 dot-product"}[compute])
+        self.assertEqual(f.attrs["compute_peak_gflops"],
+                         f.attrs["host_bf16_dot_gflops" if compute == "bf16" else "host_fma_gflops"])
 
         m = f["memory"]
         self.assertEqual(list(m["rank"][...]), list(range(ranks)))
@@ -176,7 +196,7 @@ class Characterize(unittest.TestCase):
         element = {"F32": 4, "BF16": 2, "F16": 2}[a["target_weight_dtype"]]
         read_ms = 1e3 * a["decode_bytes_per_token"] / (a["ar_bound_gbps"] * 1e9)
         fma_ms = 1e3 * 2 * b * (K + 1) * a["decode_bytes_per_token"] / element / (
-            a["host_fma_gflops"] * 1e9)
+            a["compute_peak_gflops"] * 1e9)
         self.assertAlmostEqual(a["verify_bound_ms"] / max(read_ms, fma_ms), 1.0, places=9)
         self.check_window(f, beside if draft_rank else alone, alone, K, b)
         self.check_steadiness(f)
@@ -184,7 +204,8 @@ class Characterize(unittest.TestCase):
     def check_row_floors(self, f, stdout):
         """The console's floors of the target's multi-row steps: every step of the target timed
         alone at the full context (verify, rows, sequences), its floor max(weight reading,
-        2 rows params / FMA peak) in AR bound steps and its time in measured AR steps."""
+        2 rows params / the compute's peak) in AR bound steps and its time in measured AR
+        steps."""
         lines = [l for l in stdout.splitlines() if l.startswith("# target steps of more rows")]
         self.assertEqual(len(lines), 1, stdout)
         got = re.findall(r" (\d+)(?: \((\d+) sequences\))? ([\d.]+)/([\d.]+)",
@@ -194,7 +215,7 @@ class Characterize(unittest.TestCase):
         read_ms = 1e3 * a["decode_bytes_per_token"] / (a["ar_bound_gbps"] * 1e9)
         want = [(rows, seqs if kind == "sequences" else None,
                  max(read_ms, 1e3 * 2 * rows * a["decode_bytes_per_token"] / element /
-                     (a["host_fma_gflops"] * 1e9)) / read_ms,
+                     (a["compute_peak_gflops"] * 1e9)) / read_ms,
                  1e3 * s / a["decode_ms_per_step"])
                 for kind, rows, seqs, s in target_alone(f)
                 if kind in ("verify", "rows", "sequences")]
@@ -280,6 +301,7 @@ class Characterize(unittest.TestCase):
         with h5py.File(path) as f:
             self.check_common(f, ranks=1, K=4, b=1)
             self.check_row_floors(f, proc.stdout)
+            self.assertEqual(f.attrs["target_compute"], "f32")  # --compute's default
             self.assertIn("+ draft", f["ranks/0"].attrs["role"])
             self.assertNotIn("all_reduce", f)  # TP 1
             self.assertNotIn("p2p", f)  # no draft rank
@@ -362,6 +384,29 @@ class Characterize(unittest.TestCase):
         for rows, intensity, gflops in steps:
             self.assertAlmostEqual(intensity, 2 * rows / eb)
             self.assertAlmostEqual(gflops, 2 * rows * P / seconds[int(rows)] / 1e9)
+
+    def test_bf16_compute(self):
+        """--compute bf16: recorded as the target's compute (header, /config, /models, root),
+        its vdpbf16ps peak beside the fp32 one, and the floors taken at it."""
+        if not cpu_has_bf16():
+            self.skipTest("no avx512_bf16 in /proc/cpuinfo")
+        path = os.path.join(ARGS.work, "bf16.h5")
+        # tiny-llama's checkpoint is fp32 (its config's torch_dtype): bf16 compute needs bf16
+        proc = self.run_ok(1, "--target", "synthetic:tiny-llama", *QUICK, "--weight-dtype", "bf16",
+                           "--compute", "bf16", "--out", path)
+        self.assertIn("BF16 weights, bf16 compute", proc.stdout)
+        self.assertIn("# host bf16 dot-product peak", proc.stdout)
+        self.assertIn("bf16 compute), rows: floor", proc.stdout)
+        with h5py.File(path) as f:
+            a = f.attrs
+            self.assertEqual(a["target_compute"], "bf16")
+            self.assertEqual(f["config"].attrs["compute"], "bf16")
+            self.assertEqual(f["models/target"].attrs["compute"], "bf16")
+            self.assertEqual(a["compute_peak"], "bf16 dot-product")
+            self.assertEqual(a["compute_peak_gflops"], a["host_bf16_dot_gflops"])
+            self.assertEqual(int(a["host_bf16_dot_lanes"]), 16)
+            self.assertGreater(a["host_fma_gflops"], 0)  # the other compute's, recorded too
+            self.check_row_floors(f, proc.stdout)
 
     def test_no_forward_target_only(self):
         path = os.path.join(ARGS.work, "noforward.h5")

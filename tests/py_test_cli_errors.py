@@ -65,6 +65,20 @@ class Errors(unittest.TestCase):
         self.expect_error(TINY + ["--gemm", "magic"], "--gemm")
         self.expect_error(TINY + ["--no-such-flag"], "--no-such-flag")
 
+    def test_compute(self):
+        """--compute: a value no backend has, bf16 with what cannot multiply in bf16."""
+        self.expect_error(TINY + ["--compute", "nope"], "--compute")
+        self.expect_error(TINY + ["--compute", "bf16", "--gemm", "openblas"], "--compute",
+                          "invariant")
+        with open("/proc/cpuinfo") as f:
+            bf16 = "avx512_bf16" in f.read().split()
+        if bf16:  # fp32 weights, refused before loading
+            self.expect_error(TINY + ["--compute", "bf16", "--weight-dtype", "f32"], "--compute",
+                              "--weight-dtype")
+        else:  # the CPU refuses first
+            self.expect_error(TINY + ["--compute", "bf16", "--weight-dtype", "f32"], "--compute",
+                              "AVX512_BF16")
+
     def test_models(self):
         self.expect_error(["--target", "synthetic:llama-9000"], "--target", "llama-9000")
         self.expect_error(["--target", "/no/such/checkpoint"], "--target", "/no/such/checkpoint")

@@ -170,11 +170,11 @@ TEST_F(CudaModel, TensorCoreGemmIsBatchInvariant) {
 class CudaBackendSelect : public GpuTest {};
 
 TEST_F(CudaBackendSelect, CudaAndAutoPickTheGpu) {
-  const BackendSetup be = make_backend("cuda", 1, "invariant", "");
+  const BackendSetup be = make_backend("cuda", 1, "invariant", "f32", "");
   EXPECT_EQ(be.backend->name(), "cuda");
-  EXPECT_EQ(make_backend("auto", 1, "invariant", "").backend->name(), "cuda");
-  EXPECT_EQ(make_backend("cuda", 1, "cublas", "0").backend->name(), "cuda");
-  const BackendSetup cpu = make_backend("cpu", 1, "invariant", "");
+  EXPECT_EQ(make_backend("auto", 1, "invariant", "f32", "").backend->name(), "cuda");
+  EXPECT_EQ(make_backend("cuda", 1, "cublas", "f32", "0").backend->name(), "cuda");
+  const BackendSetup cpu = make_backend("cpu", 1, "invariant", "f32", "");
   EXPECT_EQ(cpu.backend->name(), "cpu");
   EXPECT_EQ(cpu.backend->gpu_model(), "");
   const std::string description = be.backend->device_description();
@@ -184,10 +184,16 @@ TEST_F(CudaBackendSelect, CudaAndAutoPickTheGpu) {
   for (const auto& [key, value] : be.libraries)
     std::printf("[ info ] %s = %s\n", key.c_str(), value.c_str());
   EXPECT_GE(be.libraries.size(), 3u);
-  EXPECT_THROW(make_backend("cuda", 1, "openblas", ""), InputError);
-  EXPECT_THROW(make_backend("cuda", 1, "invariant", "99"), InputError);
-  EXPECT_THROW(make_backend("cuda", 1, "invariant", "0,x"), InputError);
-  EXPECT_THROW(make_backend("gpu", 1, "invariant", ""), InputError);
+  EXPECT_THROW(make_backend("cuda", 1, "openblas", "f32", ""), InputError);
+  EXPECT_THROW(make_backend("cuda", 1, "invariant", "f32", "99"), InputError);
+  EXPECT_THROW(make_backend("cuda", 1, "invariant", "f32", "0,x"), InputError);
+  EXPECT_THROW(make_backend("gpu", 1, "invariant", "f32", ""), InputError);
+  // --compute: the CUDA-core kernel runs fp32 FMAs, the tensor-core one bf16 x bf16 -> fp32.
+  EXPECT_EQ(be.backend->compute_for(DType::BF16), "f32");
+  EXPECT_EQ(make_backend("cuda", 1, "invariant-tc", "bf16", "").backend->compute_for(DType::BF16),
+            "bf16");
+  EXPECT_THROW(make_backend("cuda", 1, "invariant", "bf16", ""), InputError);
+  EXPECT_THROW(make_backend("cuda", 1, "invariant", "nope", ""), InputError);
 }
 
 // --gemm invariant-tc reaches the tensor-core kernel and --gemm invariant the CUDA-core one.
@@ -202,7 +208,7 @@ TEST_F(CudaBackendSelect, GemmFlagPicksTheKernel) {
   const char* flags[2] = {"invariant", "invariant-tc"};
   const CudaGemm kernels[2] = {CudaGemm::Invariant, CudaGemm::InvariantTc};
   for (int i = 0; i < 2; ++i) {
-    const BackendSetup be = make_backend("cuda", 1, flags[i], "");
+    const BackendSetup be = make_backend("cuda", 1, flags[i], "f32", "");
     auto& gpu = dynamic_cast<CudaBackend&>(*be.backend);
     Buffer xg = put(gpu, x), wg = gpu.upload_weight(w.data(), w.size());
     Buffer og = gpu.alloc(size_t(rows) * out);
@@ -228,13 +234,13 @@ TEST_F(CudaBackendSelect, GemmFlagPicksTheKernel) {
 TEST(CudaBackendSelectWithoutGpu, CudaIsAnInputErrorAndAutoFallsBack) {
   if (no_gpu_reason().empty()) GTEST_SKIP() << "a GPU is visible; this checks the no-GPU path";
   try {
-    make_backend("cuda", 1, "invariant", "");
+    make_backend("cuda", 1, "invariant", "f32", "");
     ADD_FAILURE() << "make_backend(cuda) without a GPU did not throw";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("--backend cuda: no usable GPU on"), std::string::npos)
         << e.what();
   }
-  EXPECT_EQ(make_backend("auto", 1, "invariant", "").backend->name(), "cpu");
+  EXPECT_EQ(make_backend("auto", 1, "invariant", "f32", "").backend->name(), "cpu");
 }
 
 // --- tensor parallelism over NCCL ---

@@ -292,14 +292,17 @@ def fig_roofline(runs, out_dir):
     if not math.isfinite(bw) or not gemm:
         raise Skip(f"{char.name} lacks bandwidth_gbps or /gemm measurements")
     eb = _element_bytes(char)
-    # The compute roof: the host's fp32 FMA peak (a register-only loop; the CPU GEMMs multiply in
-    # fp32 FMAs whatever the weight dtype) where characterize measured it for the cpu backend,
+    # The compute roof: the host's peak of the instruction the target's GEMMs multiply with (a
+    # register-only loop: fp32 FMAs under --compute f32, vdpbf16ps under bf16; files from before
+    # --compute have the fp32 FMA peak only) where characterize measured it for the cpu backend,
     # else the best GEMM it timed (a GPU, or files from before the FMA probe).
     best_gemm = max(g for _, g, _ in gemm)
-    fma = float(char.attrs.get("host_fma_gflops", math.nan))
+    fma = float(char.attrs.get("compute_peak_gflops", char.attrs.get("host_fma_gflops", math.nan)))
+    peak_name = char.attrs.get("compute_peak", "fp32 FMA")
+    peak_name = peak_name.decode() if isinstance(peak_name, bytes) else str(peak_name)
     on_cpu = char.attrs.get("backend", "cpu") == "cpu"
     peak = fma if on_cpu and math.isfinite(fma) and fma > 0 else best_gemm
-    peak_label = (f"fp32 FMA peak {peak:.1f} GFLOP/s" if peak != best_gemm
+    peak_label = (f"{peak_name} peak {peak:.1f} GFLOP/s" if peak != best_gemm
                   else f"peak {peak:.1f} GFLOP/s (best GEMM)")
     # Run files' forward passes when there are any, else the ones characterize timed itself.
     # A run's rank 0 holds the characterized shard's share of the target where the run has

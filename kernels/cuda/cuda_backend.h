@@ -110,6 +110,12 @@ class CudaBackend final : public Backend {
   void release(Buffer& buffer) override;
   Buffer upload_weight(const float* host, size_t count) override;
   DType weight_storage(DType) const override { return DType::BF16; }  // every weight is bf16
+  // Every kernel takes bf16 x and w: the CUDA-core kernel (invariant) widens them and runs fp32
+  // FMAs, the tensor-core kernel (invariant-tc) and cuBLAS multiply bf16 x bf16 -> fp32. Under
+  // Auto "f32" is the multi-row steps' kernel; prefill past invariant_max_rows() is cuBLAS's.
+  std::string compute_for(DType) const override {
+    return gemm_ == CudaGemm::Auto || gemm_ == CudaGemm::Invariant ? "f32" : "bf16";
+  }
   bool weights_in_host_memory() const override { return false; }
   void to_host(float* dst, const Buffer& src, size_t offset, size_t count) override;
   void from_host(Buffer& dst, size_t offset, const float* src, size_t count) override;

@@ -30,7 +30,14 @@ const uint16_t* bf16(const Buffer& b) {
   return static_cast<const uint16_t*>(b.data);
 }
 
-void* aligned_zeroed(size_t bytes) {
+void* aligned_zeroed(size_t bytes, bool zero = true);
+
+// For a buffer its writer fills entirely (a packed matrix).
+void* aligned_uninitialized(size_t bytes) {
+  return aligned_zeroed(bytes, false);
+}
+
+void* aligned_zeroed(size_t bytes, bool zero) {
   // 64-byte aligned so rows start on cache lines; zeroed so fresh KV caches are defined.
   //
   // A buffer of 1 MiB or more (a weight matrix, a KV cache) takes whole 2 MiB pages, asked of
@@ -47,13 +54,13 @@ void* aligned_zeroed(size_t bytes) {
     void* p = nullptr;
     if (posix_memalign(&p, kHugePage, bytes) != 0) throw std::bad_alloc();
     madvise(p, bytes, MADV_HUGEPAGE);  // advice: where the kernel declines, 4 KiB pages serve
-    std::memset(p, 0, bytes);
+    if (zero) std::memset(p, 0, bytes);
     return p;
   }
   bytes = ((std::max<size_t>(bytes, 1) + 63) / 64) * 64;
   void* p = std::aligned_alloc(64, bytes);
   if (!p) throw std::bad_alloc();
-  std::memset(p, 0, bytes);
+  if (zero) std::memset(p, 0, bytes);
   return p;
 }
 
@@ -124,21 +131,19 @@ Buffer CpuBackend::upload_matrix(const float* host, int out_dim, int in, DType s
   if (refuse_f32_ && weight_storage(storage) != DType::BF16)
     throw std::invalid_argument("bf16 compute needs bf16 weights, and these are " +
                                 std::string(dtype_name(storage)));
-  Buffer rows = upload_weight_as(host, size_t(out_dim) * size_t(in), storage);
-  if (gemm_ != GemmKind::Invariant) return rows;
+  if (gemm_ != GemmKind::Invariant)
+    return upload_weight_as(host, size_t(out_dim) * size_t(in), storage);
+  // Packed straight from the host's fp32 copy, with every element (the last panel's zero rows
+  // too) written by the packer, so the buffer is not zeroed first. Loading Qwen2.5-Coder-1.5B
+  // (3.55 GB of bf16 matrices) went from a bf16 row-major copy, zeroed, then packed element by
+  // element, to this.
   const size_t count = packed_matrix_count(out_dim, in);
-  Buffer b{nullptr, count, rows.dtype, true};
-  if (rows.dtype == DType::BF16) {
-    b.data = aligned_zeroed(count * sizeof(uint16_t));
-    if (bf16_dot_)
-      pack_matrix_bf16_dot(static_cast<uint16_t*>(b.data), bf16(rows), out_dim, in);
-    else
-      pack_matrix_bf16(static_cast<uint16_t*>(b.data), bf16(rows), out_dim, in);
-  } else {
-    b.data = aligned_zeroed(count * sizeof(float));
-    pack_matrix(f(b), f(rows), out_dim, in);
-  }
-  release(rows);
+  const DType kept = weight_storage(storage);
+  Buffer b{aligned_uninitialized(count * dtype_size(kept)), count, kept, true};
+  const PackedFormat format = kept == DType::F32 ? PackedFormat::F32
+                              : bf16_dot_        ? PackedFormat::BF16Dot
+                                                 : PackedFormat::BF16;
+  pack_matrix_from_f32(b.data, host, out_dim, in, format, threads_);
   return b;
 }
 
@@ -199,6 +204,10 @@ void CpuBackend::rmsnorm(Buffer& out, const Buffer& x, const Buffer& weight, int
 
 void CpuBackend::matmul(Buffer& out, const Buffer& x, const Buffer& w, int rows, int in,
                         int out_dim) {
+  // A forward of an empty batch multiplies no rows (fig7-speedup's collocated SD run makes one,
+  // found when the bf16 GEMM refused it); the packed GEMM's one- and two-row path would write
+  // two rows regardless, past what the caller sized for none.
+  if (rows <= 0) return;
   if (gemm_ == GemmKind::OpenBLAS) {
     if (w.dtype == DType::BF16) {
       // sgemm takes fp32 only: widen (exactly) first. A prefill-throughput path; decode and

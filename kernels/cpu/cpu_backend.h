@@ -111,6 +111,12 @@ void matmul_packed_bf16(float* out, const float* x, const uint16_t* w, int rows,
 // an order fixed by `in` alone: batch-invariant for any `rows` and `threads`. Throws
 // std::logic_error without cpu_has_bf16_dot().
 void pack_matrix_bf16_dot(uint16_t* dst, const uint16_t* w, int out_dim, int in);
+// What upload_matrix packs straight from the fp32 host copy (no row-major copy in between): the
+// layout of pack_matrix (F32), pack_matrix_bf16 (BF16) or pack_matrix_bf16_dot (BF16Dot), fp32
+// values rounded to bf16 (nearest even) for the last two; `threads` share the panels.
+enum class PackedFormat { F32, BF16, BF16Dot };
+void pack_matrix_from_f32(void* dst, const float* w, int out_dim, int in, PackedFormat format,
+                          int threads);
 void packed_dot_matrix_row_bf16(float* dst, const uint16_t* w, int row, int in);
 void matmul_bf16_dot(float* out, const float* x, const uint16_t* w, int rows, int in, int out_dim,
                      int threads);

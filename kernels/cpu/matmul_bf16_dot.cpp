@@ -217,6 +217,8 @@ void run_tile(float* out, const RoundedX& x, int r0, int tile_rows, const PanelR
         return dot_tile<5, 1, Blocked>(out, x, r0, ref, in, out_dim, ahead, block);
       break;
   }
+  // Unreachable: every caller splits rows into tiles of 1 to 5 (a throw here, inside an OpenMP
+  // region, would end the process).
   throw std::logic_error("matmul_bf16_dot: no tile of that shape");
 }
 
@@ -297,13 +299,21 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
   for (int g = 0; g < groups; ++g) {
     const int first = g * group, last = std::min(count, first + group);
     const size_t group_bytes = size_t(last - first) * panel_bytes;
-    for_each_row_tile<kMaxTileRows>(rows, [&](int r0, int tile_rows) {
+    const auto tile_over_group = [&](int r0, int tile_rows) {
       const size_t ahead = r0 == 0 ? simd::kPrefetchAhead : group_bytes;
       for (int p = first; p < last; ++p) {
         const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
         run_tile<1>(out, x, r0, tile_rows, ref, in, out_dim, ahead);
       }
-    });
+    };
+    // A multiple of five rows (a batch's K + 1 = 5 verification) in tiles of five: 25
+    // vdpbf16ps per 10 loads where a tile of four has 20 per 9. Measured against tiles of four,
+    // 80 rows, 3 shapes: 3-9% faster; 16 rows as 5 + 5 + 3 + 3 was mixed, so other counts keep
+    // the tiles of four.
+    if (rows % kMaxTileRows == 0)
+      for (int r0 = 0; r0 < rows; r0 += kMaxTileRows) tile_over_group(r0, kMaxTileRows);
+    else
+      for_each_row_tile<kMaxTileRows>(rows, tile_over_group);
   }
 }
 
@@ -312,6 +322,7 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
 void matmul_bf16_dot(float* out, const float* x, const uint16_t* w, int rows, int in, int out_dim,
                      int threads) {
   if (!cpu_has_bf16_dot()) throw std::logic_error("matmul_bf16_dot: no AVX512_BF16 on this CPU");
+  if (rows <= 0) return;  // a call with nothing to multiply (the fp32 GEMM's tiles do nothing too)
   static thread_local RoundedX rounded;
   rounded.build(x, rows, in);
   if (rows <= 2) return two_panel_rows(out, rounded, w, rows, in, out_dim, threads);

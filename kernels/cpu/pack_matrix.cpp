@@ -1,4 +1,6 @@
 // Packing matrices into the GEMM's panel layout (packed_layout.h) and reading rows back out.
+#include <omp.h>
+
 #include <cstdint>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -11,14 +13,41 @@ using packed_layout::kPanel;
 using packed_layout::offset_in_panel;
 using packed_layout::panels;
 
-template <typename W>
-void pack(W* dst, const W* w, int out_dim, int in, int lanes = simd::kLanes) {
+// Source element -> stored element: a copy, or fp32 rounded to bf16 (nearest even).
+inline float stored(float v, float*) {
+  return v;
+}
+inline uint16_t stored(uint16_t v, uint16_t*) {
+  return v;
+}
+inline uint16_t stored(float v, uint16_t*) {
+  return float_to_bf16(v);
+}
+
+// Writes the packed matrix front to back, panel by panel (each panel's k-vectors, then its k
+// tail), so that every write is sequential; panels are independent, so threads take them in
+// turn. A 1.5B model's matrices went from an element-by-element offset computation over
+// `row, k` order (scattered writes) to this.
+template <typename W, typename S>
+void pack(W* dst, const S* w, int out_dim, int in, int lanes, int threads = 1) {
+  const int in_vec = in / lanes * lanes, tail = in - in_vec;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
   for (int p = 0; p < panels(out_dim); ++p) {
-    W* panel = dst + size_t(p) * kPanel * in;
-    for (int j = 0; j < kPanel; ++j) {
+    W* out = dst + size_t(p) * kPanel * in;
+    for (int k = 0; k < in_vec; k += lanes)
+      for (int j = 0; j < kPanel; ++j, out += lanes) {
+        const int row = p * kPanel + j;
+        if (row >= out_dim) {
+          for (int t = 0; t < lanes; ++t) out[t] = W(0);
+          continue;
+        }
+        const S* src = w + size_t(row) * in + k;
+        for (int t = 0; t < lanes; ++t) out[t] = stored(src[t], out);
+      }
+    for (int j = 0; j < kPanel; ++j, out += tail) {
       const int row = p * kPanel + j;
-      for (int k = 0; k < in; ++k)
-        panel[offset_in_panel(j, k, in, lanes)] = row < out_dim ? w[size_t(row) * in + k] : W(0);
+      for (int t = 0; t < tail; ++t)
+        out[t] = row < out_dim ? stored(w[size_t(row) * in + in_vec + t], out) : W(0);
     }
   }
 }
@@ -50,15 +79,27 @@ size_t packed_matrix_count(int out_dim, int in) {
 }
 
 void pack_matrix(float* dst, const float* w, int out_dim, int in) {
-  pack(dst, w, out_dim, in);
+  pack(dst, w, out_dim, in, simd::kLanes);
 }
 
 void pack_matrix_bf16(uint16_t* dst, const uint16_t* w, int out_dim, int in) {
-  pack(dst, w, out_dim, in);
+  pack(dst, w, out_dim, in, simd::kLanes);
 }
 
 void pack_matrix_bf16_dot(uint16_t* dst, const uint16_t* w, int out_dim, int in) {
   pack(dst, w, out_dim, in, packed_layout::kDotLanes);
+}
+
+void pack_matrix_from_f32(void* dst, const float* w, int out_dim, int in, PackedFormat format,
+                          int threads) {
+  switch (format) {
+    case PackedFormat::F32:
+      return pack(static_cast<float*>(dst), w, out_dim, in, simd::kLanes, threads);
+    case PackedFormat::BF16:
+      return pack(static_cast<uint16_t*>(dst), w, out_dim, in, simd::kLanes, threads);
+    case PackedFormat::BF16Dot:
+      return pack(static_cast<uint16_t*>(dst), w, out_dim, in, packed_layout::kDotLanes, threads);
+  }
 }
 
 }  // namespace ssd

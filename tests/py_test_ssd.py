@@ -14,6 +14,7 @@ import shutil
 import sys
 import unittest
 
+import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -64,6 +65,27 @@ def greedy_configs():
     return configs
 
 
+def has_bf16_dot():
+    with open("/proc/cpuinfo") as f:
+        return "avx512_bf16" in f.read().split()
+
+
+def bf16_compute_jobs():
+    """AR, SD and SSD under --compute bf16 (tiny-llama is an fp32 checkpoint: bf16 weights)."""
+    bf16 = ["--compute", "bf16", "--weight-dtype", "bf16"]
+    jobs = {f"greedy/bf16_ar_tp{tp}": (tp, [*GREEDY, *bf16, "--target-tp", str(tp)])
+            for tp in (1, 2)}
+    jobs["greedy/bf16_sd_k3_b3_tp1"] = (1, [*GREEDY, *bf16, "--mode", "sd", "--draft",
+                                            "perturb:0.1", "-k", "3", "--batch-size", "3"])
+    jobs["greedy/bf16_ssd_k3_b3_tp1"] = (2, [*GREEDY, *bf16, "--mode", "ssd", "--draft",
+                                             "perturb:0.1", "-k", "3", "--batch-size", "3",
+                                             "--fanout", "geometric", "--budget", "auto"])
+    jobs["greedy/bf16_ssd_k1_b1_tp2"] = (3, [*GREEDY, *bf16, "--mode", "ssd", "--draft",
+                                             "synthetic:tiny-llama-other", "-k", "1",
+                                             "--target-tp", "2", "--fanout", "uniform:2"])
+    return jobs
+
+
 class GreedyLossless(unittest.TestCase):
     """Greedy SSD generates AR's tokens exactly."""
 
@@ -75,6 +97,8 @@ class GreedyLossless(unittest.TestCase):
         jobs = {f"greedy/ar_tp{tp}": (tp, [*GREEDY, "--target-tp", str(tp)]) for tp in (1, 2)}
         for name, cfg in cls.configs.items():
             jobs[name] = (cfg["tp"] + 1, cfg["flags"])
+        if has_bf16_dot():
+            jobs.update(bf16_compute_jobs())
         cls.results = run_all(jobs)
 
     def checked(self, name):
@@ -103,6 +127,26 @@ class GreedyLossless(unittest.TestCase):
                 mismatches.append(f"{name}: {first_difference(tokens, ar[cfg['tp']])}"
                                   f"{self.round_of_first_difference(name, tokens, ar[cfg['tp']])}")
         self.assertEqual(mismatches, [], "SSD != AR:\n" + "\n".join(mismatches))
+
+    def test_bf16_compute_sd_and_ssd_equal_ar(self):
+        """Under --compute bf16 (activations rounded to bf16, vdpbf16ps), verification and the
+        SSD cache's branch rows still sum each row as AR's one-row steps do: SD and SSD give
+        AR's tokens, with the same compute, at TP 1 and 2."""
+        if not has_bf16_dot():
+            self.skipTest("no avx512_bf16 in /proc/cpuinfo")
+        ar = {tp: tokens_of(self.checked(f"greedy/bf16_ar_tp{tp}")) for tp in (1, 2)}
+        for name in bf16_compute_jobs():
+            with h5py.File(self.checked(name), "r") as f:
+                self.assertEqual(f["models/target"].attrs["compute"], "bf16", name)
+        mismatches = []
+        for name, (ranks, _) in bf16_compute_jobs().items():
+            if "_ar_" in name:
+                continue
+            tp = 2 if name.endswith("tp2") else 1
+            tokens = tokens_of(self.checked(name))
+            if not np.array_equal(tokens, ar[tp]):
+                mismatches.append(f"{name}: {first_difference(tokens, ar[tp])}")
+        self.assertEqual(mismatches, [], "bf16 compute: SD/SSD != AR:\n" + "\n".join(mismatches))
 
     def round_of_first_difference(self, name, got, want):
         """Which round emitted the first wrong token: its source, k and the previous round's

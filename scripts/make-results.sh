@@ -105,6 +105,7 @@ if [ "$analysis_only" -eq 0 ] && [ "$char" -eq 1 ]; then
   root_flag=()
   [ "$(id -u)" -eq 0 ] && root_flag=(--allow-run-as-root)
   mpirun "${root_flag[@]}" --oversubscribe -np 2 ./build/release/ssd-bench characterize --threads 1 \
+    --compute auto \
     --target synthetic:llama-124m --draft synthetic:llama-12m --out results/characterize.h5 \
     --overwrite | tee results/characterize.txt
 fi

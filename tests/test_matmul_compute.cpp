@@ -2,7 +2,7 @@
 // and in a call of any 1-20 rows (and the larger calls of batched verification and prefill), for
 // 1 and 2 threads, at shapes with k tails and short last panels; bf16 compute is within its error
 // bound of an exact dot product of the bf16-rounded inputs, and the backend refuses what it
-// cannot do.
+// cannot do. (A tied table's lookup in the bf16 layout: test_matmul_packed.cpp.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -162,29 +162,6 @@ TEST(MatmulCompute, Bf16RefusesWhatItCannotDo) {
   EXPECT_EQ(automatic.compute_for(DType::BF16), has_bf16() ? "bf16" : "f32");
   Buffer m = automatic.upload_matrix(w.data(), 4, 16, DType::F32);
   automatic.release(m);
-}
-
-// A tied embedding table under bf16 compute is packed for the bf16 GEMM; its lookup still returns
-// the table's rows.
-TEST(MatmulCompute, Bf16EmbedReadsRowsOfItsPackedTable) {
-  if (!has_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU or in this build";
-  const int in = 77, out = 29;
-  std::vector<float> w = random_values(size_t(out) * in, 4);
-  for (float& v : w) v = round_to_bf16(v);
-  std::vector<int32_t> tokens(out);
-  for (int t = 0; t < out; ++t) tokens[size_t(t)] = (7 * t + 3) % out;
-  CpuBackend backend(1, GemmKind::Invariant, CpuCompute::BF16);
-  Buffer table = backend.upload_matrix(w.data(), out, in, DType::BF16);
-  Buffer e = backend.alloc(size_t(out) * in);
-  backend.embed(e, table, tokens.data(), out, in);
-  std::vector<float> rows(size_t(out) * in);
-  backend.to_host(rows.data(), e, 0, rows.size());
-  for (int t = 0; t < out; ++t)
-    EXPECT_EQ(0, std::memcmp(rows.data() + size_t(t) * in, w.data() + size_t(tokens[t]) * in,
-                             sizeof(float) * in))
-        << "token " << tokens[t];
-  backend.release(table);
-  backend.release(e);
 }
 
 }  // namespace

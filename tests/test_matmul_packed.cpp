@@ -134,28 +134,33 @@ TEST(MatmulPacked, CpuBackendPacksMatricesOnlyForTheInvariantGemm) {
 }
 
 // A tied embedding is stored packed for the head's GEMM; its lookup returns the table's rows,
-// every row (first, middle, in the short last panel), with a k tail, in fp32 and bf16.
-TEST(MatmulPacked, EmbedReadsRowsOfAPackedTable) {
+// every row (first, middle, in the short last panel), with a k tail, in fp32 and bf16, and under
+// bf16 compute (CpuCompute::BF16, its 32-wide layout) where this CPU has AVX512_BF16.
+void expect_embed_reads_rows(CpuCompute compute, DType storage) {
   const int in = 45, out = 29;
   std::vector<float> w = random_values(size_t(out) * in, 4);
   for (float& v : w) v = round_to_bf16(v);
   std::vector<int32_t> tokens(out);
   for (int t = 0; t < out; ++t) tokens[size_t(t)] = (7 * t + 3) % out;
-  for (const DType storage : {DType::F32, DType::BF16}) {
-    CpuBackend backend(1, GemmKind::Invariant);
-    Buffer table = backend.upload_matrix(w.data(), out, in, storage);
-    ASSERT_TRUE(table.packed);
-    Buffer e = backend.alloc(size_t(out) * in);
-    backend.embed(e, table, tokens.data(), out, in);
-    std::vector<float> rows(size_t(out) * in);
-    backend.to_host(rows.data(), e, 0, rows.size());
-    for (int t = 0; t < out; ++t)
-      EXPECT_EQ(0, std::memcmp(rows.data() + size_t(t) * in, w.data() + size_t(tokens[t]) * in,
-                               sizeof(float) * in))
-          << "token " << tokens[t];
-    backend.release(table);
-    backend.release(e);
-  }
+  CpuBackend backend(1, GemmKind::Invariant, compute);
+  Buffer table = backend.upload_matrix(w.data(), out, in, storage);
+  ASSERT_TRUE(table.packed);
+  Buffer e = backend.alloc(size_t(out) * in);
+  backend.embed(e, table, tokens.data(), out, in);
+  std::vector<float> rows(size_t(out) * in);
+  backend.to_host(rows.data(), e, 0, rows.size());
+  for (int t = 0; t < out; ++t)
+    EXPECT_EQ(0, std::memcmp(rows.data() + size_t(t) * in, w.data() + size_t(tokens[t]) * in,
+                             sizeof(float) * in))
+        << "token " << tokens[t] << ", " << backend.compute_for(storage) << " compute";
+  backend.release(table);
+  backend.release(e);
+}
+
+TEST(MatmulPacked, EmbedReadsRowsOfAPackedTable) {
+  for (const DType storage : {DType::F32, DType::BF16})
+    expect_embed_reads_rows(CpuCompute::F32, storage);
+  if (cpu_has_bf16_dot()) expect_embed_reads_rows(CpuCompute::BF16, DType::BF16);
 }
 
 // simd::reduce_vecs, which finishes a packed tile's accumulators together, gives each the bits of

@@ -104,9 +104,8 @@ struct PanelRef {
 
 // R rows of x (from row r0) against P panels side by side. P = 2 for one or two rows: two weight
 // streams in flight where one row's dot products leave the core waiting on one (as the fp32
-// GEMM's two_panel_rows). prefetch_ahead: 0 for one row (the hardware prefetcher follows a single
-// stream; a software prefetch measured level or slower in the fp32 GEMM), else how far ahead of
-// its reads the tile asks for the weight stream.
+// GEMM's two_panel_rows). prefetch_ahead: how far ahead of its reads the tile asks for the weight
+// stream (kOneRowPrefetchAhead for one row); 0 for none (one row in the last, lone panel).
 //
 // Blocked (one panel, see KBlock): the k-vectors [block.k0, block.k1) only, from the accumulators
 // block.saved holds unless k0 is 0, saving them there unless k1 ends the vector part. Storing an
@@ -222,6 +221,15 @@ void run_tile(float* out, const RoundedX& x, int r0, int tile_rows, const PanelR
   throw std::logic_error("matmul_bf16_dot: no tile of that shape");
 }
 
+// One row's software prefetch distance, ahead of each weight read. One row left to the hardware
+// prefetcher (as the fp32 GEMM's one row is) ran llama-124m's bf16 decode step 1.10-1.16x slower
+// than the fp32 path, though each GEMM alone was as fast or faster. bench_decode, 1 thread, 3
+// interleaved rounds, Zen 4: no prefetch 8.66-8.83 ms against fp32's 7.65-7.86; 512 B ahead
+// 7.70-8.63, 1 KiB 7.62-7.94, 1.5 KiB 7.73-7.83, 2 KiB 7.58-8.00, 3 KiB 7.60-8.28, 4 KiB and
+// more 9.2-9.9; four streams (P = 4) or one were slower than two. Locality hint 3 (into L1) cost
+// 15%: the hint stays the multi-row tiles' 1.
+constexpr size_t kOneRowPrefetchAhead = 2 * 1024;
+
 // One or two rows: panel p beside panel p + half, two streams in flight.
 void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, int in, int out_dim,
                     int threads) {
@@ -230,7 +238,8 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
   for (int p = 0; p < half; ++p) {
     if (p + half < count) {
       const PanelRef ref[2] = {panel_ref(w, p, in, out_dim), panel_ref(w, p + half, in, out_dim)};
-      run_tile<2>(out, x, 0, rows, ref, in, out_dim, rows > 1 ? simd::kPrefetchAhead : 0);
+      run_tile<2>(out, x, 0, rows, ref, in, out_dim,
+                  rows > 1 ? simd::kPrefetchAhead : kOneRowPrefetchAhead);
     } else {
       const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
       run_tile<1>(out, x, 0, rows, ref, in, out_dim, rows > 1 ? simd::kPrefetchAhead : 0);

@@ -194,11 +194,14 @@ void print_header(std::ostream& os, const CharacterizeReport& r) {
     os << "# the draft is collocated: measured on target rank 0 (launch --target-tp + 1 ranks "
           "for a draft rank)\n";
   os << "#\n# rank layout:\n";
-  os << format("# %5s  %-24s %-20s %8s  %-32s %7s\n", "rank", "role", "host", "pid", "device",
-               "threads");
+  os << format("# %5s  %-24s %-20s %8s  %-32s %7s  %s\n", "rank", "role", "host", "pid", "device",
+               "threads", "cpus");
   for (const RankInfo& i : info.ranks)
-    os << format("# %5d  %-24s %-20s %8d  %-32s %7d\n", i.rank, i.role.c_str(), i.host.c_str(),
-                 i.pid, i.device.substr(0, 32).c_str(), i.threads);
+    os << format("# %5d  %-24s %-20s %8d  %-32s %7d  %s\n", i.rank, i.role.c_str(), i.host.c_str(),
+                 i.pid, i.device.substr(0, 32).c_str(), i.threads,
+                 i.cpus.empty() ? "?" : i.cpus.c_str());
+  for (const std::string& warning : affinity_warnings(info.ranks))
+    os << "# Warning: " << warning << "\n";
   os << "#\n" << std::flush;
 }
 

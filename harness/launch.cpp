@@ -111,8 +111,10 @@ RunInfo Launch::run_info() {
   for (const auto& version : backend_setup.libraries) info.libraries.push_back(version);
   if (std::string gpu = backend().gpu_model(); !gpu.empty()) info.gpu_model = gpu;
   const std::string role = layout.role_name() + (is_target() && holds_draft() ? " + draft" : "");
+  const std::vector<int>& cpus = process_cpus();
   info.ranks = gather_rank_info({layout.world_rank, role, info.host, int(getpid()),
-                                 backend().device_description(), spec.threads});
+                                 backend().device_description(), spec.threads, cpu_list_text(cpus),
+                                 int(cpus.size()), !backend().gpu_model().empty()});
   return info;
 }
 

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   int rank = 0, world_size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  ssd::process_cpus();  // the launcher's binding, before any thread pool narrows it
   ssd::install_stop_handlers(rank);
 
   // Errors every rank meets together (the command line, set-up checks run collectively) let

@@ -75,12 +75,14 @@ void Report::header(const RunInfo& info, const RunConfig& config, const ModelSum
        << "  " << std::left << std::setw(24) << "role" << std::setw(20) << "host" << std::right
        << std::setw(8) << "pid"
        << "  " << std::left << std::setw(32) << "device" << std::right << std::setw(8) << "threads"
-       << "\n";
+       << "  cpus\n";
   for (const RankInfo& r : info.ranks)
     out_ << "#  " << std::setw(5) << r.rank << "  " << std::left << std::setw(24) << r.role
          << std::setw(20) << r.host << std::right << std::setw(8) << r.pid << "  " << std::left
          << std::setw(32) << r.device.substr(0, 31) << std::right << std::setw(8) << r.threads
-         << "\n";
+         << "  " << (r.cpus.empty() ? "?" : r.cpus) << "\n";
+  for (const std::string& warning : affinity_warnings(info.ranks))
+    out_ << "# Warning: " << warning << "\n";
   out_ << "#\n";
   const std::vector<ResultCell> columns = make_result_row(config, target, RunSummary{});
   if (format_ == "text") out_ << text_heading(columns) << "\n";

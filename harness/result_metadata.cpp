@@ -41,6 +41,7 @@ void write_root_metadata(ResultFile& file, const RootMetadata& m, const RunInfo&
   file.set_attr("/", "start_time", info.start_time);
   file.set_attr("/", "end_time", iso_time_now());
   file.set_attr("/", "synthetic_outcomes", int64_t(m.synthetic_outcomes ? 1 : 0));
+  file.set_attr("/", "oversubscribed_ranks", int64_t(affinity_warnings(info.ranks).size()));
   for (const auto& [name, version] : info.libraries) file.set_attr("/libraries", name, version);
   for (const auto& [role, model] : m.models) write_model(file, "/models/" + role, *model);
   for (const RankInfo& r : info.ranks) {
@@ -50,6 +51,8 @@ void write_root_metadata(ResultFile& file, const RootMetadata& m, const RunInfo&
     file.set_attr(group, "device", r.device);
     file.set_attr(group, "pid", int64_t(r.pid));
     file.set_attr(group, "threads", int64_t(r.threads));
+    file.set_attr(group, "cpus", r.cpus);
+    file.set_attr(group, "cpu_count", int64_t(r.cpu_count));
   }
 }
 

@@ -3,10 +3,12 @@
 #include <cblas.h>
 #include <hdf5.h>
 #include <mpi.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <CLI/Version.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -72,8 +74,9 @@ std::vector<RankInfo> gather_rank_info(const RankInfo& mine) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const std::string text =
-      nlohmann::json{{"rank", mine.rank}, {"role", mine.role},     {"host", mine.host},
-                     {"pid", mine.pid},   {"device", mine.device}, {"threads", mine.threads}}
+      nlohmann::json{{"rank", mine.rank}, {"role", mine.role},           {"host", mine.host},
+                     {"pid", mine.pid},   {"device", mine.device},       {"threads", mine.threads},
+                     {"cpus", mine.cpus}, {"cpu_count", mine.cpu_count}, {"gpu", mine.gpu}}
           .dump();
   int length = int(text.size());
   std::vector<int> lengths(size), offsets(size);
@@ -90,7 +93,8 @@ std::vector<RankInfo> gather_rank_info(const RankInfo& mine) {
   if (rank != 0) return out;
   for (int r = 0; r < size; ++r) {
     const auto j = nlohmann::json::parse(all.substr(offsets[r], lengths[r]));
-    out.push_back({j["rank"], j["role"], j["host"], j["pid"], j["device"], j["threads"]});
+    out.push_back({j["rank"], j["role"], j["host"], j["pid"], j["device"], j["threads"], j["cpus"],
+                   j["cpu_count"], j["gpu"]});
   }
   return out;
 }
@@ -139,7 +143,57 @@ int default_threads_per_rank() {
   MPI_Comm_size(node, &local_ranks);
   MPI_Comm_free(&node);
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / local_ranks);
+  const int threads = std::max(1, cores / local_ranks);
+  const int own = int(process_cpus().size());
+  return own > 0 ? std::min(threads, own) : threads;
+}
+
+const std::vector<int>& process_cpus() {
+  static const std::vector<int> cpus = [] {
+    std::vector<int> out;
+    // A mask as large as the kernel's: sched_getaffinity refuses (EINVAL) one smaller.
+    for (int size = CPU_SETSIZE; size <= (1 << 20); size *= 2) {
+      cpu_set_t* set = CPU_ALLOC(size);
+      if (!set) break;
+      const size_t bytes = CPU_ALLOC_SIZE(size);
+      CPU_ZERO_S(bytes, set);
+      const bool ok = sched_getaffinity(0, bytes, set) == 0;
+      const int error = errno;
+      if (ok)
+        for (int cpu = 0; cpu < size; ++cpu)
+          if (CPU_ISSET_S(cpu, bytes, set)) out.push_back(cpu);
+      CPU_FREE(set);
+      if (ok || error != EINVAL) break;
+    }
+    return out;
+  }();
+  return cpus;
+}
+
+std::string cpu_list_text(const std::vector<int>& cpus) {
+  std::string out;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t last = i;
+    while (last + 1 < cpus.size() && cpus[last + 1] == cpus[last] + 1) ++last;
+    out += (out.empty() ? "" : ",") + std::to_string(cpus[i]);
+    if (last > i) out += "-" + std::to_string(cpus[last]);
+    i = last + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> affinity_warnings(const std::vector<RankInfo>& ranks) {
+  std::vector<std::string> out;
+  for (const RankInfo& r : ranks) {
+    if (r.gpu || r.cpu_count <= 0 || r.threads <= r.cpu_count) continue;
+    const std::string t = std::to_string(r.threads);
+    out.push_back("rank " + std::to_string(r.rank) + " runs " + t + " threads on " +
+                  std::to_string(r.cpu_count) + (r.cpu_count == 1 ? " CPU" : " CPUs") +
+                  " (affinity " + r.cpus +
+                  "): mpirun binds a rank to one core by default; launch with --map-by slot:PE=" +
+                  t + " --bind-to core (or --bind-to none), or srun with --cpus-per-task=" + t);
+  }
+  return out;
 }
 
 }  // namespace ssd

@@ -15,6 +15,11 @@ struct RankInfo {
   int pid = 0;
   std::string device;
   int threads = 0;
+  // The CPUs the rank may run on (its affinity mask as it started, process_cpus()), as
+  // cpu_list_text writes them, and how many; "" and 0 where the system did not say.
+  std::string cpus;
+  int cpu_count = 0;
+  bool gpu = false;  // computes on a GPU: its threads are host-side only
 };
 
 struct RunInfo {
@@ -41,8 +46,21 @@ namespace ssd {
 // (other ranks get an empty vector).
 std::vector<RankInfo> gather_rank_info(const RankInfo& mine);
 
-// Threads per rank when --threads is not given: the node's cores shared by its ranks.
+// Threads per rank when --threads is not given: the node's cores shared by its ranks, and no
+// more than the rank's own CPUs (process_cpus()).
 int default_threads_per_rank();
+
+// This process's CPUs, in increasing order: its affinity mask as first asked for, which main
+// does right after MPI_Init, before an OpenMP or BLAS thread pool can narrow the main thread's
+// (OMP_PROC_BIND pins it to one place). Empty where sched_getaffinity fails.
+const std::vector<int>& process_cpus();
+
+// CPU numbers (increasing) as the kernel's lists write them: "0-3,8,10-11".
+std::string cpu_list_text(const std::vector<int>& cpus);
+
+// One line per rank that runs more CPU threads than its affinity has CPUs, in rank order: the
+// header's warnings, without their "# Warning: ". Not an error: oversubscribing may be meant.
+std::vector<std::string> affinity_warnings(const std::vector<RankInfo>& ranks);
 
 // Collective over MPI_COMM_WORLD, before any other exchange: every rank runs the same build, or
 // every rank throws the same AgreedError (exit code 2). Ranks of two builds (an old binary on

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """ssd-bench under mpiexec: rank-layout and draft errors (one line, naming the flag, exit 2),
-the header's rank table, refusing a launcher it was not built for and ranks of two builds, the
-SD result file's /rounds table and speculation summary (recomputed from /rounds), and a rank
-that dies mid-run taking the whole job down."""
+the header's rank table (each rank's CPUs, and a warning where its threads outnumber them),
+refusing a launcher it was not built for and ranks of two builds, the SD result file's /rounds
+table and speculation summary (recomputed from /rounds), and a rank that dies mid-run taking
+the whole job down."""
 import argparse
 import json
 import os
@@ -35,6 +36,18 @@ def mpi_command(np_, flags):
 def mpirun(np_, *flags):
     return subprocess.run(mpi_command(np_, flags), capture_output=True, text=True, timeout=120,
                           env=ENV)
+
+
+def cpu_list_text(cpus):
+    """CPU numbers as the kernel lists them (Cpus_allowed_list): "0-3,8"."""
+    cpus, parts, i = sorted(cpus), [], 0
+    while i < len(cpus):
+        last = i
+        while last + 1 < len(cpus) and cpus[last + 1] == cpus[last] + 1:
+            last += 1
+        parts.append(str(cpus[i]) if last == i else f"{cpus[i]}-{cpus[last]}")
+        i = last + 1
+    return ",".join(parts)
 
 
 def own_lines(stderr):
@@ -94,9 +107,11 @@ class Layout(unittest.TestCase):
             self.assertEqual(proc.returncode, 0, proc.stderr)
             lines = proc.stdout.splitlines()
             start = lines.index("# rank layout:")
-            self.assertRegex(lines[start + 1], r"^#\s+rank\s+role\s+host\s+pid\s+device\s+threads")
+            self.assertRegex(lines[start + 1],
+                             r"^#\s+rank\s+role\s+host\s+pid\s+device\s+threads\s+cpus$")
             pattern = re.compile(
-                r"^#\s+(\d+)\s+(target tp \d+/\d+(?: \+ draft)?|draft \d+/\d+)\s+(\S+)\s+(\d+)\s")
+                r"^#\s+(\d+)\s+(target tp \d+/\d+(?: \+ draft)?|draft \d+/\d+)\s+(\S+)\s+(\d+)\s"
+                r".*\s(\d+)\s+(\S+)$")
             rows = [pattern.match(line) for line in lines[start + 2:start + 2 + np_]]
             self.assertTrue(all(rows), lines[start:start + 2 + np_])
             self.assertEqual([int(m.group(1)) for m in rows], list(range(np_)))
@@ -104,7 +119,52 @@ class Layout(unittest.TestCase):
             pids = [int(m.group(4)) for m in rows]
             self.assertEqual(len(set(pids)), np_, f"pids {pids}")
             self.assertNotIn(os.getpid(), pids)
-            self.assertEqual(lines[start + 2 + np_], "#")
+            self.assertEqual([int(m.group(5)) for m in rows], [1] * np_)  # --threads 1
+            # --bind-to none: every rank keeps this process's CPUs.
+            mine = cpu_list_text(os.sched_getaffinity(0))
+            self.assertEqual([m.group(6) for m in rows], [mine] * np_, placement)
+            self.assertEqual(lines[start + 2 + np_], "#")  # 1 thread each: no warning
+
+    def test_warning_where_threads_outnumber_the_cpus(self):
+        # -np 1 --bind-to core: the rank gets one core whatever the host has (what mpirun does
+        # by default for -np <= 2), and --threads 2 then shares it.
+        path = os.path.join(ARGS.work, "bound.h5")
+        self.assertEqual(TINY[-2:], ["--threads", "1"])
+        flags = TINY[:-2]
+        command = [ARGS.mpiexec, "--bind-to", "core", "-np", "1", ARGS.ssd_bench, *flags,
+                   "--threads", "2", "--out", path]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=120, env=ENV)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        lines = proc.stdout.splitlines()
+        start = lines.index("# rank layout:")
+        row = re.match(r"^#\s+0\s.*\s2\s+(\d+)$", lines[start + 2])
+        self.assertTrue(row, lines[start:start + 4])
+        cpu = row.group(1)
+        self.assertEqual(
+            lines[start + 3],
+            f"# Warning: rank 0 runs 2 threads on 1 CPU (affinity {cpu}): mpirun binds a rank to "
+            "one core by default; launch with --map-by slot:PE=2 --bind-to core (or --bind-to "
+            "none), or srun with --cpus-per-task=2")
+        self.assertEqual(lines[start + 4], "#")
+        with h5py.File(path, "r") as f:
+            rank = dict(f["/ranks/0"].attrs)
+            self.assertEqual(int(f.attrs["oversubscribed_ranks"]), 1)
+        self.assertEqual((rank["cpus"], int(rank["cpu_count"]), int(rank["threads"])),
+                         (cpu, 1, 2))
+
+        # Without --threads the rank sizes itself to its one CPU: no warning.
+        command = [ARGS.mpiexec, "--bind-to", "core", "-np", "1", ARGS.ssd_bench, *flags,
+                   "--out", path, "--overwrite"]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=120, env=ENV)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        lines = proc.stdout.splitlines()
+        start = lines.index("# rank layout:")
+        self.assertRegex(lines[start + 2], rf"^#\s+0\s.*\s1\s+{cpu}$")
+        self.assertEqual(lines[start + 3], "#")
+        self.assertNotIn("# Warning", proc.stdout)
+        with h5py.File(path, "r") as f:
+            self.assertEqual(int(f.attrs["oversubscribed_ranks"]), 0)
+            self.assertEqual(int(f["/ranks/0"].attrs["threads"]), 1)
 
     def test_launcher_mismatch_is_refused(self):
         # What an ssd-bench built against another MPI sees when this launcher starts it: the

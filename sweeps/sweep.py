@@ -47,6 +47,12 @@ class Run:
                 args += [f"--{key}", str(value)]
         return args + ["--out", self.out, "--overwrite"]
 
+    @property
+    def threads(self):
+        """--threads of each rank, or None where the flags leave it to ssd-bench."""
+        value = int(self.flags.get("threads", 0) or 0)
+        return value if value > 0 else None
+
 
 def load(path):
     try:
@@ -157,9 +163,36 @@ def update_index(out_dir):
     return save_index(out_dir, index)
 
 
-def launcher_prefix(doc, ranks, mpiexec):
+def host_cores():
+    """Cores among this process's CPUs (os.sched_getaffinity): what Open MPI counts its slots
+    and --map-by slot:PE=N's processing elements in (a core's hardware threads are one)."""
+    cores = set()
+    for cpu in os.sched_getaffinity(0):
+        try:  # a core: the CPUs that share it (core_id repeats across packages and dies)
+            with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as f:
+                cores.add(f.read().strip())
+        except OSError:
+            cores.add(str(cpu))
+    return len(cores)
+
+
+def default_binding(ranks, threads, cores):
+    """mpiexec arguments placing `ranks` ranks of `threads` threads on `cores` cores: each rank
+    on `threads` cores of its own where they fit, else anywhere. Open MPI's own default binds a
+    rank to one core for -np <= 2, where a --threads 2 rank's threads took turns on one core."""
+    if threads and ranks * threads <= cores:
+        return ["--map-by", f"slot:PE={threads}", "--bind-to", "core"]
+    return ["--oversubscribe", "--bind-to", "none"]
+
+
+def launcher_prefix(doc, ranks, mpiexec, threads=None, cores=None):
+    """mpiexec -np RANKS with the sweep's [launcher] mpiexec_args, or by default
+    default_binding(ranks, threads, cores) (cores: host_cores() when not given); threads None:
+    ssd-bench picks its own, so the ranks are not bound."""
     launcher = doc.get("launcher", {})
-    extra = launcher.get("mpiexec_args", ["--oversubscribe"])
+    extra = launcher.get("mpiexec_args")
+    if extra is None:
+        extra = default_binding(ranks, threads, host_cores() if cores is None else cores)
     prefix = [mpiexec, "-np", str(ranks), *extra]
     if os.geteuid() == 0 and "--allow-run-as-root" not in prefix:
         prefix.insert(1, "--allow-run-as-root")
@@ -209,7 +242,7 @@ def run_local(doc, runs, out_dir, binary, mpiexec, dry_run=False, log=sys.stdout
     failures, started = 0, time.time()
     stop = StopRequest()
     for i, run in enumerate(todo, 1):
-        cmd = launcher_prefix(doc, run.ranks, mpiexec) + run.argv(binary)
+        cmd = launcher_prefix(doc, run.ranks, mpiexec, run.threads) + run.argv(binary)
         if dry_run:
             print(shlex.join(cmd), file=log)
             continue

@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "characterize/parts.h"
-#include "characterize/steps.h"
+#include "ssd/step_batches.h"
 #include "ssd/model_group.h"
 #include "ssd/saguaro_sampling.h"
 #include "ssd/sampling.h"

@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "characterize/parts.h"
-#include "characterize/steps.h"
+#include "ssd/step_batches.h"
 
 namespace ssd {
 namespace {

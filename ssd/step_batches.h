@@ -1,7 +1,6 @@
-// The forward batches characterize times, built as the decoding loops build theirs: a prefill,
-// a causal step of m tokens per sequence (AR step, verification, glue, the cost curve) and SSD's
-// branch-masked branch step. Shared by the single passes (forward.cpp) and the rounds
-// (rounds.cpp).
+// The forward batches that characterize and -k auto's calibration (harness/calibrate.h) time,
+// built as the decoding loops build theirs: a prefill, a causal step of m tokens per sequence (AR
+// step, verification, glue, the cost curve) and SSD's branch-masked branch step.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
-// The forward batches characterize times (steps.h).
-#include "characterize/steps.h"
+// The forward batches characterize and the -k auto calibration time (step_batches.h).
+#include "ssd/step_batches.h"
 
 #include <vector>
 

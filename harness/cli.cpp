@@ -68,10 +68,20 @@ void add_decoding_flags(CLI::App& app, RunConfig& c) {
       ->group(decoding)
       ->check(at_least(0))
       ->capture_default_str();
-  app.add_option("-k,--lookahead", c.lookahead, "Draft tokens per speculation round (K)")
+  app.add_option("-k,--lookahead", c.lookahead_flag,
+                 "Draft tokens per speculation round (K), or auto: the K of highest predicted "
+                 "rate from step costs measured on this launch before decoding (default: auto "
+                 "for ssd, 4 for sd)")
       ->group(decoding)
-      ->check(at_least(1))
-      ->capture_default_str();
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            if (v == "auto") return "";
+            char* end = nullptr;
+            const long k = std::strtol(v.c_str(), &end, 10);
+            if (v.empty() || *end != '\0') return "expected auto or a whole number (got " + v + ")";
+            return k >= 1 ? "" : "must be >= 1 (got " + v + ")";
+          },
+          "auto|INT:POSITIVE"));
   app.add_option("--draft-temperature", c.draft_temperature,
                  "Draft sampling temperature (default: --temperature)")
       ->group(decoding)

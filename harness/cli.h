@@ -34,7 +34,13 @@ struct RunConfig {
   int max_new_tokens = 128;
   double temperature = 0.0;
   double draft_temperature = -1.0;  // < 0: same as temperature
-  int lookahead = 4;                // K
+  int lookahead = 4;                // K (with lookahead_auto: the largest K calibration weighs)
+  // -k auto (SSD's default): K chosen from step costs measured before decoding (harness/
+  // calibrate.h). lookahead_flag is the flag as given ("" = the mode's default).
+  std::string lookahead_flag;
+  bool lookahead_auto = false;
+  std::string lookahead_choice = "given";  // how K came about, for the header and /config
+  std::string lookahead_costs = "none";    // -k auto: the step costs it was chosen from
   uint64_t seed = 0;
   bool ignore_eos = false;
   // SSD / SAGUARO

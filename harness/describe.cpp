@@ -47,6 +47,8 @@ std::vector<std::pair<std::string, std::string>> describe(const RunConfig& c) {
       {"draft_ranks", str(c.draft_ranks)},
       {"draft_placement", placement_name(c.draft_placement)},
       {"lookahead", str(c.lookahead)},
+      {"lookahead_choice", c.lookahead_choice},
+      {"lookahead_costs", c.lookahead_costs},
       {"draft_temperature", str(c.draft_temperature)},
       {"fanout", c.fanout},
       {"fanout_backup", c.fanout_backup.empty() ? c.fanout : c.fanout_backup},

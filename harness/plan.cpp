@@ -7,6 +7,8 @@
 #include <cstdlib>
 
 #include "harness/run_info.h"
+#include "ssd/fanout.h"
+#include "ssd/lookahead.h"
 
 namespace ssd {
 namespace {
@@ -158,11 +160,35 @@ int resolve_draft_ranks(int target_tp, int draft_ranks) {
   return draft_ranks;
 }
 
+// -k: a number, or auto (SSD's default): K is chosen once the models have loaded
+// (harness/calibrate.h), among 1..kMaxAutoLookahead, and until then the plan's checks (memory,
+// context length) reserve room for the largest. A --fanout list fixes K (its entries are K + 1).
+void resolve_lookahead(RunConfig& c) {
+  const std::string& flag = c.lookahead_flag;
+  if (!flag.empty() && flag != "auto") c.lookahead = std::stoi(flag);  // checked by the CLI
+  c.lookahead_auto =
+      c.mode != Mode::AR && (flag == "auto" || (flag.empty() && c.mode == Mode::SSD));
+  if (!c.lookahead_auto) return;
+  if (c.mode == Mode::SSD) {
+    const FanoutSpec f = with_flag("--fanout", [&] { return parse_fanout(c.fanout); });
+    if (f.kind == FanoutSpec::Kind::List) {
+      c.lookahead_auto = false;
+      c.lookahead = int(f.list.size()) - 1;
+      c.lookahead_choice = "the --fanout list's length";
+      if (c.lookahead < 1) throw InputError("--fanout: a list needs K + 1 >= 2 entries");
+      return;
+    }
+  }
+  c.lookahead = kMaxAutoLookahead;
+  c.lookahead_choice = "auto";
+}
+
 RunPlan make_run_plan(const RunConfig& flags) {
   RunPlan plan;
   plan.flags = flags;
   RunConfig& c = plan.flags;
   resolve_ranks(c);
+  resolve_lookahead(c);
   plan.decode.limits = {c.max_new_tokens, c.ignore_eos, c.temperature, c.seed};
   plan.decode.batch_size = c.batch_size;
   plan.decode.lookahead = c.lookahead;
@@ -170,6 +196,13 @@ RunPlan make_run_plan(const RunConfig& flags) {
   if (c.mode == Mode::SSD) plan.saguaro = saguaro_settings(c);
   if (c.threads == 0) c.threads = default_threads_per_rank();
   return plan;
+}
+
+void set_lookahead(RunPlan& plan, int lookahead, const std::string& choice) {
+  plan.flags.lookahead = lookahead;
+  plan.flags.lookahead_choice = choice;
+  plan.decode.lookahead = lookahead;
+  plan.saguaro.lookahead = lookahead;
 }
 
 bool RunPlan::tokens_reproducible() const {

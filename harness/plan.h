@@ -34,6 +34,10 @@ struct RunPlan {
 // thread count is the node's cores over its ranks).
 RunPlan make_run_plan(const RunConfig& flags);
 
+// K decided after the plan (-k auto, harness/calibrate.h): the decoding and the draft rank's
+// settings take it, and the header and /config say how it was chosen.
+void set_lookahead(RunPlan& plan, int lookahead, const std::string& choice);
+
 // --draft-ranks resolved (-1: the launched ranks beyond --target-tp) and checked against the
 // launched world; the error names both flags. A run's plan and characterize both use it.
 int resolve_draft_ranks(int target_tp, int draft_ranks);

@@ -17,6 +17,7 @@
 #include "comm/mpi_all_reduce.h"
 #include "comm/peer_link.h"
 #include "harness/backend_select.h"
+#include "harness/calibrate.h"
 #include "harness/launch.h"
 #include "harness/memory_check.h"
 #include "harness/plan.h"
@@ -90,6 +91,15 @@ void check_run_fits(const RunConfig& c, const Launch& launch, const Prompts& pro
                     "--batch-size (" + std::to_string(c.batch_size) + "), --max-new-tokens (" +
                         std::to_string(c.max_new_tokens) + ") or the prompts' length (" +
                         std::to_string(longest) + " tokens)");
+}
+
+// -k auto's steps see the context a round sees halfway through the run (attention is a small
+// part of these steps; capped so that calibrating costs a few steps, not a long prefill).
+int calibration_context(const RunPlan& plan, const Prompts& prompts) {
+  size_t total = 0;
+  for (const auto& p : prompts) total += p.size();
+  const int mean = prompts.empty() ? 1 : int(total / prompts.size());
+  return std::clamp(mean + plan.flags.max_new_tokens / 2, 1, 256);
 }
 
 // '# progress' lines at most every `every` seconds, so a long run shows it is alive without
@@ -220,6 +230,8 @@ int run_benchmark(const Cli& cli) {
   if (launch.backend().weights_in_host_memory())
     run_collectively(MPI_COMM_WORLD, [&] { check_run_fits(plan.flags, launch, prompts); });
   launch.load_models();
+  if (plan.flags.lookahead_auto)
+    plan.flags.lookahead_costs = choose_lookahead(plan, launch, calibration_context(plan, prompts));
   const RunInfo info = launch.run_info();
 
   Report report(plan.flags.output_format, std::cout);

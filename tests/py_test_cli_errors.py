@@ -53,7 +53,10 @@ class Errors(unittest.TestCase):
         cases = [(["--lookahead", "0"], "--lookahead: must be >= 1 (got 0)"),
                  (["--temperature", "-0.5"], "--temperature: must be >= 0 (got -0.5)"),
                  (["--saguaro-c", "1.5"], "--saguaro-c: must be in [0, 1] (got 1.5)"),
-                 (["--batch-size", "many"], "--batch-size: expected a number (got many)")]
+                 (["--batch-size", "many"], "--batch-size: expected a number (got many)"),
+                 (["--lookahead", "some"],
+                  "--lookahead: expected auto or a whole number (got some)"),
+                 (["--lookahead", "2.5"], "--lookahead: expected auto or a whole number (got 2.5)")]
         for flags, message in cases:
             line = self.expect_error(TINY + flags, message)
             self.assertLess(len(line), 120, line)

@@ -86,6 +86,17 @@ def bf16_compute_jobs():
     return jobs
 
 
+def auto_lookahead_jobs():
+    """-k auto: SSD's default (no -k), SD's on request, and a --fanout list that fixes K."""
+    return {
+        "greedy/ssd_kdefault_b1_tp1": (2, [*GREEDY, "--mode", "ssd", "--draft", "perturb:0.1"]),
+        "greedy/sd_kauto_b3_tp2": (2, [*GREEDY, "--mode", "sd", "--draft", "perturb:0.1", "-k",
+                                       "auto", "--batch-size", "3", "--target-tp", "2"]),
+        "greedy/ssd_klist_b1_tp1": (2, [*GREEDY, "--mode", "ssd", "--draft", "perturb:0.1",
+                                        "--fanout", "list:3,1,1"]),
+    }
+
+
 class GreedyLossless(unittest.TestCase):
     """Greedy SSD generates AR's tokens exactly."""
 
@@ -99,6 +110,7 @@ class GreedyLossless(unittest.TestCase):
             jobs[name] = (cfg["tp"] + 1, cfg["flags"])
         if has_bf16_dot():
             jobs.update(bf16_compute_jobs())
+        jobs.update(auto_lookahead_jobs())
         cls.results = run_all(jobs)
 
     def checked(self, name):
@@ -147,6 +159,33 @@ class GreedyLossless(unittest.TestCase):
             if not np.array_equal(tokens, ar[tp]):
                 mismatches.append(f"{name}: {first_difference(tokens, ar[tp])}")
         self.assertEqual(mismatches, [], "bf16 compute: SD/SSD != AR:\n" + "\n".join(mismatches))
+
+    def test_auto_lookahead_is_lossless_and_recorded(self):
+        """-k auto measures the step costs on the launch, picks K among 1-8, runs with it (the
+        rounds draft K tokens) and says how in the header and /config; the tokens stay AR's."""
+        ar = {tp: tokens_of(self.checked(f"greedy/ar_tp{tp}")) for tp in (1, 2)}
+        for name in ("greedy/ssd_kdefault_b1_tp1", "greedy/sd_kauto_b3_tp2"):
+            path = self.checked(name)
+            tp = 2 if name.endswith("tp2") else 1
+            self.assertTrue(np.array_equal(tokens_of(path), ar[tp]), name)
+            with h5py.File(path, "r") as f:
+                config = f["config"].attrs
+                k = int(config["lookahead"])
+                self.assertIn(k, range(1, 9), name)
+                self.assertTrue(str(config["lookahead_choice"]).startswith(f"auto: K = {k} "),
+                                config["lookahead_choice"])
+                self.assertIn("verify b(K+1) rows, by K: 1: ", str(config["lookahead_costs"]))
+                self.assertEqual(int(f["summary"].attrs["lookahead"]), k, name)
+            r, _, _ = read_rounds(path)
+            self.assertLessEqual(int(r["drafted"].max()), k, name)
+            self.assertIn(f"lookahead_choice=auto: K = {k} ",
+                          self.results[name][1].stdout, name)
+        path = self.checked("greedy/ssd_klist_b1_tp1")
+        self.assertTrue(np.array_equal(tokens_of(path), ar[1]))
+        with h5py.File(path, "r") as f:
+            self.assertEqual(int(f["config"].attrs["lookahead"]), 2)
+            self.assertEqual(f["config"].attrs["lookahead_choice"], "the --fanout list's length")
+            self.assertEqual(f["config"].attrs["lookahead_costs"], "none")
 
     def round_of_first_difference(self, name, got, want):
         """Which round emitted the first wrong token: its source, k and the previous round's

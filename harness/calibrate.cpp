@@ -1,0 +1,185 @@
+#include "harness/calibrate.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "comm/clock.h"
+#include "ssd/model_group.h"
+#include "ssd/step_batches.h"
+
+namespace ssd {
+namespace {
+
+// Samples per step: the median of three already steadies a step of tens of milliseconds; the
+// draft beside a busy target takes as many more as the target leaves it time for.
+constexpr int kRepeats = 3;
+// Branch rows per sequence of the cost fit (x the batch): the budgets --budget auto reaches.
+constexpr int kBranchMultiples[] = {1, 2, 4, 8, 16};
+constexpr int kMaxBranchRows = 256;
+// The branch step's K only places the branches' positions (its cost does not depend on it).
+constexpr int kBranchK = 4;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+double time_forward(ModelGroup& g, const ForwardBatch& batch, std::vector<float>& logits) {
+  const double start = now_seconds();
+  g.forward(batch, logits);
+  return now_seconds() - start;
+}
+
+// The target leader's part: the verification of b x (K + 1) rows for every K.
+std::vector<double> time_verifications(ModelGroup& g, int batch, int context) {
+  prefill(g, batch, context, context + kMaxAutoLookahead + 2);
+  const int vocab = g.config().vocab_size;
+  std::vector<float> logits;
+  std::vector<double> verify(kMaxAutoLookahead + 1, 0.0);
+  for (int K = 1; K <= kMaxAutoLookahead; ++K) {
+    const ForwardBatch b = causal_step(batch, context, K + 1, vocab, true);
+    std::vector<double> samples;
+    for (int i = 0; i < kRepeats; ++i) samples.push_back(time_forward(g, b, logits));
+    verify[size_t(K)] = median(samples);
+  }
+  const std::vector<double> smooth =
+      nondecreasing_costs(std::vector<double>(verify.begin() + 1, verify.end()));
+  std::copy(smooth.begin(), smooth.end(), verify.begin() + 1);
+  return verify;
+}
+
+// The draft's part: samples of its one-token step (index 0) and of each branch-step size,
+// added to `samples` on every call, so that a draft beside a busy target can keep measuring.
+struct DraftSteps {
+  std::vector<int> rows;                     // branch rows per size
+  std::vector<std::vector<double>> samples;  // [0]: one token per sequence; [1 + i]: rows[i]
+  std::vector<ForwardBatch> batches;
+};
+
+DraftSteps prepare_draft(ModelGroup& g, int batch, int context) {
+  DraftSteps d;
+  const int vocab = g.config().vocab_size;
+  const int scratch = context + kMaxAutoLookahead + 2;
+  int widest = 0;
+  for (int m : kBranchMultiples)
+    if (m * batch <= std::max(kMaxBranchRows, batch)) d.rows.push_back(m * batch), widest = m;
+  prefill(g, batch, context, scratch + widest * kBranchK + 1);
+  d.batches.push_back(causal_step(batch, context, 1, vocab, true));
+  for (int rows : d.rows)
+    d.batches.push_back(branch_step(batch, context, kBranchK, rows, scratch, vocab));
+  d.samples.resize(d.batches.size());
+  return d;
+}
+
+void time_draft_once(ModelGroup& g, DraftSteps& d, std::vector<float>& logits) {
+  for (size_t i = 0; i < d.batches.size(); ++i)
+    d.samples[i].push_back(time_forward(g, d.batches[i], logits));
+}
+
+// The draft's one-token step and the least-squares line a + b n through its branch steps.
+void fit_draft(const DraftSteps& d, LookaheadCosts& costs) {
+  costs.draft_step_s = median(d.samples[0]);
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  const double n = double(d.rows.size());
+  for (size_t i = 0; i < d.rows.size(); ++i) {
+    const double x = d.rows[i], y = median(d.samples[i + 1]);
+    sx += x, sy += y, sxx += x * x, sxy += x * y;
+  }
+  const double var = n * sxx - sx * sx;
+  costs.branch_b_s = var > 0 ? std::max(0.0, (n * sxy - sx * sy) / var) : 0.0;
+  costs.branch_a_s = std::max(0.0, (sy - costs.branch_b_s * sx) / std::max(n, 1.0));
+}
+
+}  // namespace
+
+LookaheadCosts measure_lookahead_costs(const RunPlan& plan, Launch& launch, int context) {
+  const RankLayout& layout = launch.layout;
+  const int batch = std::max(1, plan.flags.batch_size);
+  // With several draft ranks each serves its share of the batch.
+  const int draft_batch =
+      (batch + std::max(1, layout.draft_ranks) - 1) / std::max(1, layout.draft_ranks);
+  LookaheadCosts costs;
+  costs.batch = batch;
+  std::vector<double> verify(kMaxAutoLookahead + 1, 0.0);
+  double draft[3] = {0.0, 0.0, 0.0};  // one-token step, branch a, branch b
+  std::vector<float> logits;
+  MPI_Request target_done = MPI_REQUEST_NULL;
+  if (launch.is_target()) {
+    ModelGroup g(*launch.target_model, layout.group);
+    if (layout.is_leader()) {
+      verify = time_verifications(g, batch, context);
+      g.stop();
+    } else {
+      g.serve();
+    }
+    if (layout.is_run_leader() && !plan.separate_draft()) {  // the collocated draft, after
+      ModelGroup d(*launch.draft_model, MPI_COMM_SELF);
+      DraftSteps steps = prepare_draft(d, batch, context);
+      for (int i = 0; i < kRepeats; ++i) time_draft_once(d, steps, logits);
+      fit_draft(steps, costs);
+      draft[0] = costs.draft_step_s, draft[1] = costs.branch_a_s, draft[2] = costs.branch_b_s;
+    }
+    MPI_Ibarrier(MPI_COMM_WORLD, &target_done);
+    MPI_Wait(&target_done, MPI_STATUS_IGNORE);
+  } else {
+    // A draft rank: measures beside the target until the target is done, at least kRepeats.
+    ModelGroup d(*launch.draft_model, MPI_COMM_SELF);
+    DraftSteps steps = prepare_draft(d, draft_batch, context);
+    for (int i = 0; i < kRepeats; ++i) time_draft_once(d, steps, logits);
+    MPI_Ibarrier(MPI_COMM_WORLD, &target_done);
+    for (int finished = 0;;) {
+      MPI_Test(&target_done, &finished, MPI_STATUS_IGNORE);
+      if (finished) break;
+      time_draft_once(d, steps, logits);
+    }
+    fit_draft(steps, costs);
+    // Each draft rank builds its share: n branch rows over D ranks cost a + b n / D.
+    costs.branch_b_s /= double(batch) / double(draft_batch);
+    draft[0] = costs.draft_step_s, draft[1] = costs.branch_a_s, draft[2] = costs.branch_b_s;
+  }
+  MPI_Bcast(verify.data(), int(verify.size()), MPI_DOUBLE, layout.target_leader, MPI_COMM_WORLD);
+  const int draft_root = plan.separate_draft() ? layout.draft_leader : layout.target_leader;
+  MPI_Bcast(draft, 3, MPI_DOUBLE, draft_root, MPI_COMM_WORLD);
+  costs.verify_s = verify;
+  costs.draft_step_s = draft[0], costs.branch_a_s = draft[1], costs.branch_b_s = draft[2];
+  return costs;
+}
+
+std::string describe_costs(const LookaheadCosts& costs) {
+  std::string text = "verify b(K+1) rows, by K:";
+  char item[96];
+  for (size_t K = 1; K < costs.verify_s.size(); ++K) {
+    std::snprintf(item, sizeof item, "%s %zu: %.1f", K > 1 ? "," : "", K, costs.verify_s[K] * 1e3);
+    text += item;
+  }
+  std::snprintf(item, sizeof item, " ms; draft step %.1f ms; branch step %.1f + %.2f n ms",
+                costs.draft_step_s * 1e3, costs.branch_a_s * 1e3, costs.branch_b_s * 1e3);
+  return text + item;
+}
+
+std::string choose_lookahead(RunPlan& plan, Launch& launch, int context) {
+  const LookaheadCosts costs = measure_lookahead_costs(plan, launch, context);
+  LookaheadPrior prior;
+  const OutcomeModel& outcomes = plan.decode.outcomes;
+  prior.acceptance = plan.saguaro.alpha >= 0 ? plan.saguaro.alpha
+                     : outcomes.synthetic    ? outcomes.alpha
+                                             : 0.8;
+  prior.r = plan.saguaro.r >= 0 ? plan.saguaro.r : outcomes.synthetic ? outcomes.r : 0.7;
+  prior.fallback = plan.saguaro.fallback;
+  // Every rank computes the same choice from the same broadcast numbers.
+  const LookaheadChoice choice = plan.mode() == Mode::SSD
+                                     ? choose_ssd_lookahead(costs, prior, plan.saguaro.budget, 128)
+                                     : choose_sd_lookahead(costs, prior);
+  char head[160];
+  std::snprintf(head, sizeof head,
+                "auto: K = %d of the predicted rates at acceptance %.2f%s: ", choice.lookahead,
+                prior.acceptance, plan.saguaro.alpha >= 0 || outcomes.synthetic ? "" : " (prior)");
+  set_lookahead(plan, choice.lookahead, head + describe_choice(choice));
+  return describe_costs(costs);
+}
+
+}  // namespace ssd

@@ -1,0 +1,32 @@
+// -k auto's calibration: the forward passes whose costs decide K (ssd/lookahead.h), timed on
+// this launch's ranks with the loaded models, after loading and before decoding.
+//
+// The target's verification of b x (K + 1) rows for K = 1..kMaxAutoLookahead, and the draft's
+// step of one token per sequence and its branch steps over b, 2b, 4b, 8b and 16b rows. Where the
+// draft has ranks of its own (SSD's layout), both sides measure at the same time, because in
+// the run they also overlap: the cache build beside the verification, two streams of weights
+// through one memory system. The draft keeps stepping until the target is done, so that every
+// target sample has the draft beside it. A collocated draft is timed after the target.
+#pragma once
+
+#include <string>
+
+#include "harness/launch.h"
+#include "harness/plan.h"
+#include "ssd/lookahead.h"
+
+namespace ssd {
+
+// Collective over MPI_COMM_WORLD: every rank returns the same costs. `context`: committed
+// tokens per sequence in the timed steps.
+LookaheadCosts measure_lookahead_costs(const RunPlan& plan, Launch& launch, int context);
+
+// The costs in milliseconds, one line: "verify b(K+1) rows: 1: 95.1, 2: ...; draft step ...".
+std::string describe_costs(const LookaheadCosts& costs);
+
+// -k auto, whole: measures, chooses K with the plan's acceptance prior (--fanout-alpha, the
+// synthetic outcomes' alpha, else 0.8) and sets it in the plan (set_lookahead) on every rank.
+// Returns the costs' and predictions' description for the header.
+std::string choose_lookahead(RunPlan& plan, Launch& launch, int context);
+
+}  // namespace ssd

@@ -1,0 +1,112 @@
+#include "ssd/lookahead.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+#include "ssd/budget.h"
+
+namespace ssd {
+namespace {
+
+void check(const LookaheadCosts& costs) {
+  if (costs.verify_s.size() < 2 || costs.batch < 1)
+    throw std::invalid_argument("lookahead: needs verification costs for K >= 1 and a batch");
+}
+
+// Appendix A.2: expected tokens of a round that drafts K, 1 + a + ... + a^K.
+double expected_tokens(double a, int K) {
+  double sum = 0.0, power = 1.0;
+  for (int i = 0; i <= K; ++i, power *= a) sum += power;
+  return sum;
+}
+
+// The first K of the highest rate: a longer speculation must earn its extra rows.
+int best_of(const std::vector<double>& rate) {
+  int best = 1;
+  for (size_t K = 2; K < rate.size(); ++K)
+    if (rate[K] > rate[size_t(best)] * (1.0 + 1e-9)) best = int(K);
+  return best;
+}
+
+}  // namespace
+
+LookaheadChoice choose_sd_lookahead(const LookaheadCosts& costs, const LookaheadPrior& prior) {
+  check(costs);
+  const double a = std::clamp(prior.acceptance, 0.0, 1.0);
+  LookaheadChoice choice;
+  choice.predicted_tok_s.assign(costs.verify_s.size(), 0.0);
+  for (size_t K = 1; K < costs.verify_s.size(); ++K) {
+    const double round_s = costs.verify_s[K] + double(K) * costs.draft_step_s;
+    choice.predicted_tok_s[K] = costs.batch * expected_tokens(a, int(K)) / std::max(round_s, 1e-12);
+  }
+  choice.lookahead = best_of(choice.predicted_tok_s);
+  return choice;
+}
+
+LookaheadChoice choose_ssd_lookahead(const LookaheadCosts& costs, const LookaheadPrior& prior,
+                                     int fixed_budget, int max_budget) {
+  check(costs);
+  LookaheadChoice choice;
+  choice.predicted_tok_s.assign(costs.verify_s.size(), 0.0);
+  choice.budget.assign(costs.verify_s.size(), 0);
+  for (size_t K = 1; K < costs.verify_s.size(); ++K) {
+    BudgetInputs in;
+    in.lookahead = int(K);
+    in.rows = costs.batch;
+    in.max_budget = fixed_budget > 0 ? fixed_budget : max_budget;
+    in.verify_s = costs.verify_s[K];
+    // After a hit the glue step feeds the one speculation token not yet cached per sequence.
+    in.glue_s = costs.draft_step_s;
+    in.step_a_s = costs.branch_a_s;
+    in.step_b_s = costs.branch_b_s;
+    in.acceptance = prior.acceptance;
+    in.r = prior.r;
+    in.primary_fallback_s = double(K) * costs.draft_step_s;
+    // A random backup's tokens cost nothing to make and are (almost) never accepted.
+    in.backup_fallback_s = 0.0;
+    in.e_miss_backup = 1.0;
+    in.primary_fallback_allowed = prior.fallback != FallbackMode::Backup;
+    in.backup_fallback_allowed = prior.fallback != FallbackMode::Primary;
+    const BudgetPrediction best = fixed_budget > 0 ? predict_budgets(in).back() : best_budget(in);
+    choice.predicted_tok_s[K] = best.tokens_per_s;
+    choice.budget[K] = best.budget;
+  }
+  choice.lookahead = best_of(choice.predicted_tok_s);
+  return choice;
+}
+
+std::vector<double> nondecreasing_costs(const std::vector<double>& v) {
+  std::vector<double> level, weight;
+  for (double x : v) {
+    level.push_back(x), weight.push_back(1.0);
+    while (level.size() > 1 && level[level.size() - 2] > level.back()) {
+      const double w = weight[weight.size() - 2] + weight.back();
+      const double pooled =
+          (level[level.size() - 2] * weight[weight.size() - 2] + level.back() * weight.back()) / w;
+      level.pop_back(), weight.pop_back();
+      level.back() = pooled, weight.back() = w;
+    }
+  }
+  std::vector<double> out;
+  for (size_t i = 0; i < level.size(); ++i) out.insert(out.end(), size_t(weight[i]), level[i]);
+  return out;
+}
+
+std::string describe_choice(const LookaheadChoice& choice) {
+  std::string text;
+  char item[64];
+  for (size_t K = 1; K < choice.predicted_tok_s.size(); ++K) {
+    if (choice.budget.empty())
+      std::snprintf(item, sizeof item, "%sK=%zu %.3g", K > 1 ? ", " : "", K,
+                    choice.predicted_tok_s[K]);
+    else
+      std::snprintf(item, sizeof item, "%sK=%zu %.3g (budget %d)", K > 1 ? ", " : "", K,
+                    choice.predicted_tok_s[K], choice.budget[K]);
+    text += item;
+  }
+  return text + " tok/s";
+}
+
+}  // namespace ssd

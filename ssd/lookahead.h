@@ -1,0 +1,67 @@
+// -k auto: the lookahead K of highest predicted decoding rate, from step costs measured on the
+// launch's own hardware just before decoding (harness/calibrate.h) and an acceptance rate.
+//
+// Why not the paper's K: its 1B draft costs ~1/20 of its 70B target over 4 GPUs, so K drafted
+// tokens and a cache of many branches fit one verification. On a CPU pair whose draft costs ~1/3
+// of the target, each extra position costs a third of a target step in SD and a whole branch
+// step in SSD's cache build, while it adds only a^K tokens: the best K is smaller, and for SSD
+// it is the one whose cache build still fits the verification window (T_p near 1).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ssd/fallback.h"
+
+namespace ssd {
+
+// The largest K that -k auto weighs: beyond it a^K adds little at any acceptance seen so far.
+constexpr int kMaxAutoLookahead = 8;
+
+// Seconds per forward pass, measured for the run's batch size b.
+struct LookaheadCosts {
+  int batch = 1;
+  // verify_s[K]: the target's forward of b x (K + 1) rows, all logits (index 0 is unused).
+  std::vector<double> verify_s;
+  // The draft's step of one token per sequence (b rows): SD's drafting, SSD's just-in-time
+  // fallback and glue step.
+  double draft_step_s = 0.0;
+  // SSD's branch steps over n branch rows cost branch_a_s + branch_b_s * n.
+  double branch_a_s = 0.0, branch_b_s = 0.0;
+};
+
+struct LookaheadChoice {
+  int lookahead = 1;
+  // predicted_tok_s[K] for K = 1..max (index 0 unused); for SSD at the best budget of each K.
+  std::vector<double> predicted_tok_s;
+  std::vector<int> budget;  // SSD: the budget per sequence behind each prediction (0: none)
+};
+
+struct LookaheadPrior {
+  double acceptance = 0.8;  // a: per-token acceptance (E[tokens] of Appendix A.2)
+  double r = 0.7;           // the fan-out power law's r (ssd/fanout.h), SSD only
+  FallbackMode fallback = FallbackMode::Auto;
+};
+
+// SD: b E(K) tokens per round of verify_s[K] + K draft steps, E(K) = (1 - a^(K+1)) / (1 - a).
+LookaheadChoice choose_sd_lookahead(const LookaheadCosts& costs, const LookaheadPrior& prior);
+
+// SSD: for each K the budget of Corollary 16's highest rate (ssd/budget.h: the round takes the
+// longer of verification and cache build, plus the fallback when a sequence misses), then the
+// K of the highest of those. Budget 0 is the SD-like round: every speculation drafted just in
+// time after the outcome.
+// fixed_budget > 0 (--budget N): every K is predicted at that budget instead.
+LookaheadChoice choose_ssd_lookahead(const LookaheadCosts& costs, const LookaheadPrior& prior,
+                                     int fixed_budget, int max_budget);
+
+// Measured costs of steps of growing rows, made non-decreasing: a verification of more rows
+// never costs less, but a sample taken while the draft rank was in a heavier step can make it
+// look so (one launch measured 234 ms for K = 1 and 174-194 ms for K = 2-5). Pooling adjacent
+// violators (isotonic regression) keeps the measured level and removes the inversions, so that
+// one noisy step cannot decide K.
+std::vector<double> nondecreasing_costs(const std::vector<double>& v);
+
+// "K 1: 9.8, 2: 11.2, ..." tok/s (and the budget for SSD), for the header and /config.
+std::string describe_choice(const LookaheadChoice& choice);
+
+}  // namespace ssd

@@ -1,0 +1,154 @@
+// -k auto (ssd/lookahead.h): the K of highest predicted rate from measured step costs, with
+// known answers for SD, and for SSD the budget behind each K (Corollary 16 via ssd/budget.h).
+#include <gtest/gtest.h>
+
+#include "ssd/budget.h"
+#include "ssd/lookahead.h"
+
+namespace ssd {
+namespace {
+
+LookaheadCosts two_ks(double verify_1, double verify_2, double draft_step) {
+  LookaheadCosts c;
+  c.verify_s = {0.0, verify_1, verify_2};
+  c.draft_step_s = draft_step;
+  return c;
+}
+
+TEST(SdLookahead, KnownAnswers) {
+  LookaheadPrior prior;
+  prior.acceptance = 0.5;  // E(1) = 1.5, E(2) = 1.75 tokens per round
+  // A draft step of half a verification: the second token is not worth its step.
+  LookaheadChoice c = choose_sd_lookahead(two_ks(1.0, 1.1, 0.5), prior);
+  EXPECT_DOUBLE_EQ(c.predicted_tok_s[1], 1.5 / 1.5);
+  EXPECT_DOUBLE_EQ(c.predicted_tok_s[2], 1.75 / 2.1);
+  EXPECT_EQ(c.lookahead, 1);
+  // A nearly free draft: it is.
+  c = choose_sd_lookahead(two_ks(1.0, 1.1, 0.01), prior);
+  EXPECT_DOUBLE_EQ(c.predicted_tok_s[2], 1.75 / 1.12);
+  EXPECT_EQ(c.lookahead, 2);
+  EXPECT_TRUE(c.budget.empty());
+}
+
+TEST(SdLookahead, BatchScalesTheRateNotTheChoice) {
+  LookaheadPrior prior;
+  prior.acceptance = 0.8;
+  LookaheadCosts costs = two_ks(1.0, 1.05, 0.2);
+  const LookaheadChoice one = choose_sd_lookahead(costs, prior);
+  costs.batch = 4;
+  const LookaheadChoice four = choose_sd_lookahead(costs, prior);
+  EXPECT_EQ(one.lookahead, four.lookahead);
+  EXPECT_DOUBLE_EQ(four.predicted_tok_s[2], 4 * one.predicted_tok_s[2]);
+}
+
+TEST(SdLookahead, EqualRatesKeepTheShorterSpeculation) {
+  LookaheadPrior prior;
+  prior.acceptance = 1.0;  // E(K) = K + 1: K = 1 and 2 both give 1 token per second here
+  const LookaheadChoice c = choose_sd_lookahead(two_ks(2.0, 3.0, 0.0), prior);
+  EXPECT_DOUBLE_EQ(c.predicted_tok_s[1], c.predicted_tok_s[2]);
+  EXPECT_EQ(c.lookahead, 1);
+}
+
+TEST(SsdLookahead, EachKAtItsBestBudget) {
+  LookaheadCosts costs;
+  costs.verify_s = {0.0, 1.0, 1.05, 1.1};
+  costs.draft_step_s = 0.3;
+  costs.branch_a_s = 0.05;
+  costs.branch_b_s = 0.02;
+  LookaheadPrior prior;
+  prior.acceptance = 0.8;
+  prior.r = 0.7;
+  prior.fallback = FallbackMode::Primary;
+  const LookaheadChoice c = choose_ssd_lookahead(costs, prior, 0, 64);
+  ASSERT_EQ(c.budget.size(), 4u);
+  for (int K = 1; K <= 3; ++K) {
+    BudgetInputs in;
+    in.lookahead = K;
+    in.max_budget = 64;
+    in.verify_s = costs.verify_s[size_t(K)];
+    in.glue_s = 0.3;
+    in.step_a_s = 0.05;
+    in.step_b_s = 0.02;
+    in.acceptance = 0.8;
+    in.r = 0.7;
+    in.primary_fallback_s = K * 0.3;
+    in.backup_fallback_allowed = false;
+    const BudgetPrediction best = best_budget(in);
+    EXPECT_EQ(c.budget[size_t(K)], best.budget) << "K = " << K;
+    EXPECT_DOUBLE_EQ(c.predicted_tok_s[size_t(K)], best.tokens_per_s) << "K = " << K;
+  }
+  int argmax = 1;
+  for (int K = 2; K <= 3; ++K)
+    if (c.predicted_tok_s[size_t(K)] > c.predicted_tok_s[size_t(argmax)]) argmax = K;
+  EXPECT_EQ(c.lookahead, argmax);
+}
+
+TEST(SsdLookahead, ADraftTooSlowForAnyCacheGetsTheSdLikeRound) {
+  // Every branch step outlasts the verification: no cache pays for itself (budget 0), and the
+  // round is the just-in-time one, max(verify, glue) + K draft steps, as SD's.
+  LookaheadCosts costs;
+  costs.verify_s = {0.0, 1.0, 1.1};
+  costs.draft_step_s = 0.4;
+  costs.branch_a_s = 2.0;
+  costs.branch_b_s = 1.0;
+  LookaheadPrior prior;
+  prior.acceptance = 0.5;
+  prior.fallback = FallbackMode::Primary;
+  const LookaheadChoice c = choose_ssd_lookahead(costs, prior, 0, 32);
+  EXPECT_EQ(c.budget[1], 0);
+  EXPECT_EQ(c.budget[2], 0);
+  EXPECT_DOUBLE_EQ(c.predicted_tok_s[1], 1.5 / (1.0 + 0.4));
+  EXPECT_DOUBLE_EQ(c.predicted_tok_s[2], 1.75 / (1.1 + 0.8));
+  EXPECT_EQ(c.lookahead, 1);
+  const LookaheadChoice sd = choose_sd_lookahead(costs, prior);
+  EXPECT_DOUBLE_EQ(sd.predicted_tok_s[1], c.predicted_tok_s[1]);
+}
+
+TEST(SsdLookahead, AFixedBudgetIsPredictedAtThatBudget) {
+  LookaheadCosts costs;
+  costs.verify_s = {0.0, 1.0, 1.05};
+  costs.draft_step_s = 0.3;
+  costs.branch_a_s = 0.05;
+  costs.branch_b_s = 0.02;
+  LookaheadPrior prior;
+  prior.fallback = FallbackMode::Primary;
+  const LookaheadChoice c = choose_ssd_lookahead(costs, prior, 3, 64);
+  BudgetInputs in;
+  in.lookahead = 2;
+  in.max_budget = 3;
+  in.verify_s = 1.05;
+  in.glue_s = 0.3;
+  in.step_a_s = 0.05;
+  in.step_b_s = 0.02;
+  in.acceptance = prior.acceptance;
+  in.r = prior.r;
+  in.primary_fallback_s = 0.6;
+  in.backup_fallback_allowed = false;
+  EXPECT_EQ(c.budget[2], 3);
+  EXPECT_DOUBLE_EQ(c.predicted_tok_s[2], predict_budgets(in)[3].tokens_per_s);
+}
+
+TEST(Lookahead, RefusesCostsWithoutAVerification) {
+  LookaheadCosts costs;
+  costs.verify_s = {0.0};
+  EXPECT_THROW(choose_sd_lookahead(costs, {}), std::invalid_argument);
+  EXPECT_THROW(choose_ssd_lookahead(costs, {}, 0, 8), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace ssd
+
+namespace ssd {
+namespace {
+
+TEST(NondecreasingCosts, PoolsInversionsKeepsOrderedSamples) {
+  EXPECT_EQ(nondecreasing_costs({1.0, 2.0, 3.0}), (std::vector<double>{1.0, 2.0, 3.0}));
+  // 234 then 174-194: pooled to their mean while it exceeds the next.
+  const std::vector<double> v = nondecreasing_costs({4.0, 2.0, 3.0, 5.0});
+  EXPECT_EQ(v, (std::vector<double>{3.0, 3.0, 3.0, 5.0}));
+  EXPECT_EQ(nondecreasing_costs({1.0, 3.0, 2.0}), (std::vector<double>{1.0, 2.5, 2.5}));
+  EXPECT_TRUE(nondecreasing_costs({}).empty());
+}
+
+}  // namespace
+}  // namespace ssd

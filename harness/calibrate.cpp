@@ -162,7 +162,9 @@ std::string describe_costs(const LookaheadCosts& costs) {
 }
 
 std::string choose_lookahead(RunPlan& plan, Launch& launch, int context) {
+  const double start = now_seconds();
   const LookaheadCosts costs = measure_lookahead_costs(plan, launch, context);
+  const double seconds = now_seconds() - start;
   LookaheadPrior prior;
   const OutcomeModel& outcomes = plan.decode.outcomes;
   prior.acceptance = plan.saguaro.alpha >= 0 ? plan.saguaro.alpha
@@ -179,7 +181,9 @@ std::string choose_lookahead(RunPlan& plan, Launch& launch, int context) {
                 "auto: K = %d of the predicted rates at acceptance %.2f%s: ", choice.lookahead,
                 prior.acceptance, plan.saguaro.alpha >= 0 || outcomes.synthetic ? "" : " (prior)");
   set_lookahead(plan, choice.lookahead, head + describe_choice(choice));
-  return describe_costs(costs);
+  char took[64];
+  std::snprintf(took, sizeof took, " (context %d, measured in %.1f s)", context, seconds);
+  return describe_costs(costs) + took;
 }
 
 }  // namespace ssd

@@ -9,10 +9,10 @@
 #include <utility>
 
 #include "characterize/parts.h"
-#include "ssd/step_batches.h"
 #include "ssd/model_group.h"
 #include "ssd/saguaro_sampling.h"
 #include "ssd/sampling.h"
+#include "ssd/step_batches.h"
 
 namespace ssd {
 namespace {

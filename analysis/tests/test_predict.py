@@ -226,6 +226,32 @@ class Validation(unittest.TestCase):
         self.assertIn(f"# speedup over the sweep's AR run: {sum(r['x_within'] for r in x)} of "
                       f"{len(x)} SD/SSD runs within 10%", text)
 
+    def test_runs_on_other_threads_are_shown_not_counted(self):
+        """A run on more threads per rank than the characterize file timed is not predicted
+        from it: its row says so and the count leaves it out."""
+        import shutil
+        import tempfile
+
+        import h5py
+        def mode(path):
+            with h5py.File(path, "r") as f:
+                return f["config"].attrs["mode"]
+        ar = next(r for r in RUNS if "fig7-speedup" in r and mode(r) == "ar")
+        with tempfile.TemporaryDirectory() as tmp:
+            two = os.path.join(tmp, "ar-2threads.h5")
+            shutil.copy(ar, two)
+            with h5py.File(two, "r+") as f:
+                f["ranks/0"].attrs["threads"] = 2
+            p = analyze("--validate", ar, two, "--characterize", CHAR, "--format", "json")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            rows = {r["file"]: r for r in json.loads(p.stdout)["rows"]}
+            self.assertFalse(rows[os.path.basename(ar)]["other_threads"])
+            self.assertTrue(rows["ar-2threads.h5"]["other_threads"])
+            text = analyze("--validate", ar, two, "--characterize", CHAR).stdout
+            self.assertIn("n/a: 2 threads, file 1", text)
+            self.assertRegex(text, r"# \d of 1 runs within 10%")
+            self.assertIn("1 runs on other threads per rank than the file's 1 not counted", text)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -35,12 +35,12 @@ double time_forward(ModelGroup& g, const ForwardBatch& batch, std::vector<float>
 }
 
 // The target leader's part: the verification of b x (K + 1) rows for every K.
-std::vector<double> time_verifications(ModelGroup& g, int batch, int context) {
-  prefill(g, batch, context, context + kMaxAutoLookahead + 2);
+std::vector<double> time_verifications(ModelGroup& g, int batch, int context, int max_k) {
+  prefill(g, batch, context, context + max_k + 2);
   const int vocab = g.config().vocab_size;
   std::vector<float> logits;
-  std::vector<double> verify(kMaxAutoLookahead + 1, 0.0);
-  for (int K = 1; K <= kMaxAutoLookahead; ++K) {
+  std::vector<double> verify(size_t(max_k) + 1, 0.0);
+  for (int K = 1; K <= max_k; ++K) {
     const ForwardBatch b = causal_step(batch, context, K + 1, vocab, true);
     std::vector<double> samples;
     for (int i = 0; i < kRepeats; ++i) samples.push_back(time_forward(g, b, logits));
@@ -96,7 +96,8 @@ void fit_draft(const DraftSteps& d, LookaheadCosts& costs) {
 
 }  // namespace
 
-LookaheadCosts measure_lookahead_costs(const RunPlan& plan, Launch& launch, int context) {
+LookaheadCosts measure_lookahead_costs(const RunPlan& plan, Launch& launch, int context,
+                                       int max_k) {
   const RankLayout& layout = launch.layout;
   const int batch = std::max(1, plan.flags.batch_size);
   // With several draft ranks each serves its share of the batch.
@@ -104,14 +105,14 @@ LookaheadCosts measure_lookahead_costs(const RunPlan& plan, Launch& launch, int 
       (batch + std::max(1, layout.draft_ranks) - 1) / std::max(1, layout.draft_ranks);
   LookaheadCosts costs;
   costs.batch = batch;
-  std::vector<double> verify(kMaxAutoLookahead + 1, 0.0);
+  std::vector<double> verify(size_t(max_k) + 1, 0.0);
   double draft[3] = {0.0, 0.0, 0.0};  // one-token step, branch a, branch b
   std::vector<float> logits;
   MPI_Request target_done = MPI_REQUEST_NULL;
   if (launch.is_target()) {
     ModelGroup g(*launch.target_model, layout.group);
     if (layout.is_leader()) {
-      verify = time_verifications(g, batch, context);
+      verify = time_verifications(g, batch, context, max_k);
       g.stop();
     } else {
       g.serve();
@@ -161,9 +162,9 @@ std::string describe_costs(const LookaheadCosts& costs) {
   return text + item;
 }
 
-std::string choose_lookahead(RunPlan& plan, Launch& launch, int context) {
+std::string choose_lookahead(RunPlan& plan, Launch& launch, int context, int max_k) {
   const double start = now_seconds();
-  const LookaheadCosts costs = measure_lookahead_costs(plan, launch, context);
+  const LookaheadCosts costs = measure_lookahead_costs(plan, launch, context, max_k);
   const double seconds = now_seconds() - start;
   LookaheadPrior prior;
   const OutcomeModel& outcomes = plan.decode.outcomes;

@@ -1,7 +1,8 @@
 // -k auto's calibration: the forward passes whose costs decide K (ssd/lookahead.h), timed on
 // this launch's ranks with the loaded models, after loading and before decoding.
 //
-// The target's verification of b x (K + 1) rows for K = 1..kMaxAutoLookahead, and the draft's
+// The target's verification of b x (K + 1) rows for K = 1..kMaxAutoLookahead (fewer where the
+// model's positions run out), and the draft's
 // step of one token per sequence and its branch steps over b, 2b, 4b, 8b and 16b rows. Where the
 // draft has ranks of its own (SSD's layout), both sides measure at the same time, because in
 // the run they also overlap: the cache build beside the verification, two streams of weights
@@ -17,9 +18,9 @@
 
 namespace ssd {
 
-// Collective over MPI_COMM_WORLD: every rank returns the same costs. `context`: committed
-// tokens per sequence in the timed steps.
-LookaheadCosts measure_lookahead_costs(const RunPlan& plan, Launch& launch, int context);
+// Collective over MPI_COMM_WORLD: every rank returns the same costs, for K = 1..max_k
+// (<= kMaxAutoLookahead). `context`: committed tokens per sequence in the timed steps.
+LookaheadCosts measure_lookahead_costs(const RunPlan& plan, Launch& launch, int context, int max_k);
 
 // The costs in milliseconds, one line: "verify b(K+1) rows: 1: 95.1, 2: ...; draft step ...".
 std::string describe_costs(const LookaheadCosts& costs);
@@ -27,6 +28,6 @@ std::string describe_costs(const LookaheadCosts& costs);
 // -k auto, whole: measures, chooses K with the plan's acceptance prior (--fanout-alpha, the
 // synthetic outcomes' alpha, else 0.8) and sets it in the plan (set_lookahead) on every rank.
 // Returns the costs' and predictions' description for the header.
-std::string choose_lookahead(RunPlan& plan, Launch& launch, int context);
+std::string choose_lookahead(RunPlan& plan, Launch& launch, int context, int max_k);
 
 }  // namespace ssd

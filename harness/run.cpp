@@ -60,7 +60,8 @@ Prompts make_prompts(const RunConfig& c, const ModelConfig& mc) {
                                            : load_prompts(c.prompts_file, mc.vocab_size);
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
-  const int64_t extra = c.mode == Mode::AR ? 0 : c.lookahead + 1;
+  // -k auto needs room for K = 1 at least; it weighs only the K that fit (auto_lookahead_limit).
+  const int64_t extra = c.mode == Mode::AR ? 0 : c.lookahead_auto ? 2 : c.lookahead + 1;
   if (mc.max_position_embeddings > 0 &&
       int64_t(longest) + c.max_new_tokens + extra > mc.max_position_embeddings)
     throw InputError("--max-new-tokens: prompt (" + std::to_string(longest) + ") + " +
@@ -100,6 +101,18 @@ int calibration_context(const RunPlan& plan, const Prompts& prompts) {
   for (const auto& p : prompts) total += p.size();
   const int mean = prompts.empty() ? 1 : int(total / prompts.size());
   return std::clamp(mean + plan.flags.max_new_tokens / 2, 1, 256);
+}
+
+// The largest K -k auto may choose: kMaxAutoLookahead, or fewer where a speculation of K + 1
+// past the longest prompt's last new token would pass the model's max_position_embeddings
+// (make_prompts has checked that K = 1 fits).
+int auto_lookahead_limit(const RunPlan& plan, const Prompts& prompts, const ModelConfig& mc) {
+  size_t longest = 0;
+  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  if (mc.max_position_embeddings <= 0) return kMaxAutoLookahead;
+  const int64_t room =
+      int64_t(mc.max_position_embeddings) - int64_t(longest) - plan.flags.max_new_tokens - 1;
+  return int(std::clamp<int64_t>(room, 1, kMaxAutoLookahead));
 }
 
 // '# progress' lines at most every `every` seconds, so a long run shows it is alive without
@@ -231,7 +244,9 @@ int run_benchmark(const Cli& cli) {
     run_collectively(MPI_COMM_WORLD, [&] { check_run_fits(plan.flags, launch, prompts); });
   launch.load_models();
   if (plan.flags.lookahead_auto)
-    plan.flags.lookahead_costs = choose_lookahead(plan, launch, calibration_context(plan, prompts));
+    plan.flags.lookahead_costs =
+        choose_lookahead(plan, launch, calibration_context(plan, prompts),
+                         auto_lookahead_limit(plan, prompts, launch.target_source->config()));
   const RunInfo info = launch.run_info();
 
   Report report(plan.flags.output_format, std::cout);

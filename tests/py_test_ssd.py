@@ -247,6 +247,37 @@ class GreedyLossless(unittest.TestCase):
                 check_ssd_records(self, name, self.checked(name), cfg["fallback"])
 
 
+class AutoLookaheadNearTheContextLimit(unittest.TestCase):
+    """-k auto weighs only the K whose speculation fits the model's positions: SSD by default
+    runs where K = 1 or 2 still fits (tiny-llama: 512 positions), and a run where not even K = 1
+    fits gets --max-new-tokens' one-line error."""
+
+    def run_near_limit(self, new_tokens):
+        path = os.path.join(ARGS.work, f"limit_{new_tokens}.h5")
+        proc = mpi_run.launch(ARGS, 2, ["--target", "synthetic:tiny-llama", "--draft",
+                                        "perturb:0.1", "--mode", "ssd", "--num-prompts", "1",
+                                        "--prompt-len", "6", "--max-new-tokens",
+                                        str(new_tokens), *COMMON, "--out", path,
+                                        "--overwrite"])
+        return path, proc
+
+    def test_k_fits_the_positions_left(self):
+        for new_tokens, largest in ((503, 2), (504, 1)):  # 6 + new + K + 1 <= 512
+            path, proc = self.run_near_limit(new_tokens)
+            self.assertEqual(proc.returncode, 0, proc.stdout[-2000:] + proc.stderr)
+            with h5py.File(path, "r") as f:
+                self.assertLessEqual(int(f["config"].attrs["lookahead"]), largest)
+                costs = str(f["config"].attrs["lookahead_costs"])
+            self.assertIn("by K: 1: ", costs)
+            self.assertNotIn(f" {largest + 1}: ", costs.split(" ms;")[0])
+
+    def test_no_room_for_any_k_is_one_line(self):
+        _, proc = self.run_near_limit(506)
+        self.assertEqual(proc.returncode, 2, proc.stdout[-2000:] + proc.stderr)
+        self.assertIn("--max-new-tokens: prompt (6) + 506 new tokens exceed the model's "
+                      "max_position_embeddings (512)", proc.stderr)
+
+
 class SampledLossless(unittest.TestCase):
     """Temperature 1: N sequences of one prompt; SSD's token distribution equals AR's."""
     N = 1200

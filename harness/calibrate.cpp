@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/clock.h"
+#include "ssd/budget.h"
 #include "ssd/model_group.h"
 #include "ssd/step_batches.h"
 
@@ -80,18 +81,13 @@ void time_draft_once(ModelGroup& g, DraftSteps& d, std::vector<float>& logits) {
     d.samples[i].push_back(time_forward(g, d.batches[i], logits));
 }
 
-// The draft's one-token step and the least-squares line a + b n through its branch steps.
+// The draft's one-token step, and the line a + b n through its branch steps' medians, fitted
+// as --budget auto fits the run's own branch steps.
 void fit_draft(const DraftSteps& d, LookaheadCosts& costs) {
   costs.draft_step_s = median(d.samples[0]);
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  const double n = double(d.rows.size());
-  for (size_t i = 0; i < d.rows.size(); ++i) {
-    const double x = d.rows[i], y = median(d.samples[i + 1]);
-    sx += x, sy += y, sxx += x * x, sxy += x * y;
-  }
-  const double var = n * sxx - sx * sx;
-  costs.branch_b_s = var > 0 ? std::max(0.0, (n * sxy - sx * sy) / var) : 0.0;
-  costs.branch_a_s = std::max(0.0, (sy - costs.branch_b_s * sx) / std::max(n, 1.0));
+  StepCostFit fit;
+  for (size_t i = 0; i < d.rows.size(); ++i) fit.observe(d.rows[i], median(d.samples[i + 1]));
+  costs.branch_a_s = fit.a(), costs.branch_b_s = fit.b();
 }
 
 }  // namespace
@@ -166,17 +162,22 @@ std::string choose_lookahead(RunPlan& plan, Launch& launch, int context, int max
   const double start = now_seconds();
   const LookaheadCosts costs = measure_lookahead_costs(plan, launch, context, max_k);
   const double seconds = now_seconds() - start;
-  LookaheadPrior prior;
+  LookaheadPrior prior;  // its defaults where neither flags nor synthetic outcomes give them
   const OutcomeModel& outcomes = plan.decode.outcomes;
-  prior.acceptance = plan.saguaro.alpha >= 0 ? plan.saguaro.alpha
-                     : outcomes.synthetic    ? outcomes.alpha
-                                             : 0.8;
-  prior.r = plan.saguaro.r >= 0 ? plan.saguaro.r : outcomes.synthetic ? outcomes.r : 0.7;
+  if (plan.saguaro.alpha >= 0)
+    prior.acceptance = plan.saguaro.alpha;
+  else if (outcomes.synthetic)
+    prior.acceptance = outcomes.alpha;
+  if (plan.saguaro.r >= 0)
+    prior.r = plan.saguaro.r;
+  else if (outcomes.synthetic)
+    prior.r = outcomes.r;
   prior.fallback = plan.saguaro.fallback;
   // Every rank computes the same choice from the same broadcast numbers.
-  const LookaheadChoice choice = plan.mode() == Mode::SSD
-                                     ? choose_ssd_lookahead(costs, prior, plan.saguaro.budget, 128)
-                                     : choose_sd_lookahead(costs, prior);
+  const LookaheadChoice choice =
+      plan.mode() == Mode::SSD
+          ? choose_ssd_lookahead(costs, prior, plan.saguaro.budget, kMaxAutoBudget)
+          : choose_sd_lookahead(costs, prior);
   char head[160];
   std::snprintf(head, sizeof head,
                 "auto: K = %d of the predicted rates at acceptance %.2f%s: ", choice.lookahead,

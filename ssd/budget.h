@@ -10,6 +10,10 @@
 
 namespace ssd {
 
+// The largest budget per sequence --budget auto may choose: the draft rank's scratch slots
+// hold this many branches of K tokens per sequence.
+constexpr int kMaxAutoBudget = 128;
+
 struct BudgetInputs {
   int lookahead = 4;      // K
   int rows = 1;           // sequences decoding together (Corollary 16's b)

@@ -38,7 +38,7 @@ void SaguaroDrafter::start(const StartMessage& m) {
   const int K = s_.lookahead;
   // Committed tokens and the speculation live below scratch_begin_; branches above it.
   scratch_begin_ = int(longest) + m.max_new_tokens + 2 * K + 2;
-  const int max_budget = s_.budget > 0 ? std::max(s_.budget, list_limit_) : 128;
+  const int max_budget = s_.budget > 0 ? std::max(s_.budget, list_limit_) : kMaxAutoBudget;
   capacity_ = scratch_begin_ + max_budget * K;
   draft_.reset_cache(int(rows_.size()), capacity_);
 }

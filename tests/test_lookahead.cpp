@@ -2,6 +2,9 @@
 // known answers for SD, and for SSD the budget behind each K (Corollary 16 via ssd/budget.h).
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 #include "ssd/budget.h"
 #include "ssd/lookahead.h"
 
@@ -49,12 +52,35 @@ TEST(SdLookahead, EqualRatesKeepTheShorterSpeculation) {
   EXPECT_EQ(c.lookahead, 1);
 }
 
-TEST(SsdLookahead, EachKAtItsBestBudget) {
+// Costs of a draft whose steps cost 0.3 (one token) and 0.05 + 0.02 n (n branch rows).
+LookaheadCosts branch_costs(std::vector<double> verify) {
   LookaheadCosts costs;
-  costs.verify_s = {0.0, 1.0, 1.05, 1.1};
+  costs.verify_s = std::move(verify);
   costs.draft_step_s = 0.3;
   costs.branch_a_s = 0.05;
   costs.branch_b_s = 0.02;
+  return costs;
+}
+
+// What SSD's choice must hand ssd/budget.h at K for branch_costs, spelled out: the glue is one
+// draft step, the primary's fallback K of them, and only the primary falls back.
+BudgetInputs expected_inputs(int K, double verify, int max_budget, const LookaheadPrior& prior) {
+  BudgetInputs in;
+  in.lookahead = K;
+  in.max_budget = max_budget;
+  in.verify_s = verify;
+  in.glue_s = 0.3;
+  in.step_a_s = 0.05;
+  in.step_b_s = 0.02;
+  in.acceptance = prior.acceptance;
+  in.r = prior.r;
+  in.primary_fallback_s = K * 0.3;
+  in.backup_fallback_allowed = false;
+  return in;
+}
+
+TEST(SsdLookahead, EachKAtItsBestBudget) {
+  const LookaheadCosts costs = branch_costs({0.0, 1.0, 1.05, 1.1});
   LookaheadPrior prior;
   prior.acceptance = 0.8;
   prior.r = 0.7;
@@ -62,18 +88,8 @@ TEST(SsdLookahead, EachKAtItsBestBudget) {
   const LookaheadChoice c = choose_ssd_lookahead(costs, prior, 0, 64);
   ASSERT_EQ(c.budget.size(), 4u);
   for (int K = 1; K <= 3; ++K) {
-    BudgetInputs in;
-    in.lookahead = K;
-    in.max_budget = 64;
-    in.verify_s = costs.verify_s[size_t(K)];
-    in.glue_s = 0.3;
-    in.step_a_s = 0.05;
-    in.step_b_s = 0.02;
-    in.acceptance = 0.8;
-    in.r = 0.7;
-    in.primary_fallback_s = K * 0.3;
-    in.backup_fallback_allowed = false;
-    const BudgetPrediction best = best_budget(in);
+    const BudgetPrediction best =
+        best_budget(expected_inputs(K, costs.verify_s[size_t(K)], 64, prior));
     EXPECT_EQ(c.budget[size_t(K)], best.budget) << "K = " << K;
     EXPECT_DOUBLE_EQ(c.predicted_tok_s[size_t(K)], best.tokens_per_s) << "K = " << K;
   }
@@ -105,27 +121,12 @@ TEST(SsdLookahead, ADraftTooSlowForAnyCacheGetsTheSdLikeRound) {
 }
 
 TEST(SsdLookahead, AFixedBudgetIsPredictedAtThatBudget) {
-  LookaheadCosts costs;
-  costs.verify_s = {0.0, 1.0, 1.05};
-  costs.draft_step_s = 0.3;
-  costs.branch_a_s = 0.05;
-  costs.branch_b_s = 0.02;
   LookaheadPrior prior;
   prior.fallback = FallbackMode::Primary;
-  const LookaheadChoice c = choose_ssd_lookahead(costs, prior, 3, 64);
-  BudgetInputs in;
-  in.lookahead = 2;
-  in.max_budget = 3;
-  in.verify_s = 1.05;
-  in.glue_s = 0.3;
-  in.step_a_s = 0.05;
-  in.step_b_s = 0.02;
-  in.acceptance = prior.acceptance;
-  in.r = prior.r;
-  in.primary_fallback_s = 0.6;
-  in.backup_fallback_allowed = false;
+  const LookaheadChoice c = choose_ssd_lookahead(branch_costs({0.0, 1.0, 1.05}), prior, 3, 64);
   EXPECT_EQ(c.budget[2], 3);
-  EXPECT_DOUBLE_EQ(c.predicted_tok_s[2], predict_budgets(in)[3].tokens_per_s);
+  EXPECT_DOUBLE_EQ(c.predicted_tok_s[2],
+                   predict_budgets(expected_inputs(2, 1.05, 3, prior))[3].tokens_per_s);
 }
 
 TEST(Lookahead, RefusesCostsWithoutAVerification) {

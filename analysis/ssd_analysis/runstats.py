@@ -50,16 +50,30 @@ def ssd_stats(run):
                                == M.SOURCE_BACKUP))
             if np.any(later & (r["source"] >= M.SOURCE_PRIMARY)) else math.nan,
             "t_p": summary_t("t_p"), "t_b": summary_t("t_b"),
-            "t_jit": summary_t("t_jit"), "t_backup": summary_t("t_backup")}
+            "t_jit": summary_t("t_jit"), "t_backup": summary_t("t_backup"),
+            # rounds behind each mean, to pool runs by rounds (theorem17)
+            "n_hit": int(np.sum(r["source"] == M.SOURCE_HIT)),
+            "n_jit": int(np.sum(later & (r["source"] == M.SOURCE_PRIMARY))),
+            "n_backup": int(np.sum(later & (r["source"] == M.SOURCE_BACKUP)))}
+
+
+# Which count weighs each of Theorem 17's inputs when runs are pooled: a run of 200 lookups
+# says more about p_hit than one of 20, and T_jit and E_miss come only from the rounds that
+# drafted just in time or by the backup.
+POOL_WEIGHTS = {"p": "lookups", "e_hit": "n_hit", "t_jit": "n_jit", "e_miss_backup": "n_backup"}
 
 
 def theorem17(stats_list):
     """b* of Theorem 17 from SSD statistics (one run or several pooled by the caller): p_hit
     and E_hit of the cache, the slow primary's just-in-time time (its T_p in the theorem) and
-    the fast backup's E_miss. NaN when no run drafted a miss just in time or by the backup."""
+    the fast backup's E_miss, each pooled over runs weighted by the rounds behind it
+    (POOL_WEIGHTS; equal weights for statistics without the counts). NaN when no run drafted a
+    miss just in time or by the backup."""
     def pick(key):
-        vals = [s[key] for s in stats_list if math.isfinite(s.get(key, math.nan))]
-        return float(np.mean(vals)) if vals else math.nan
+        pairs = [(s[key], s.get(POOL_WEIGHTS[key], 1)) for s in stats_list
+                 if math.isfinite(s.get(key, math.nan))]
+        weight = sum(w for _, w in pairs)
+        return float(sum(v * w for v, w in pairs) / weight) if weight > 0 else math.nan
     p, e_hit, t_slow, e_fast = pick("p"), pick("e_hit"), pick("t_jit"), pick("e_miss_backup")
     if not all(math.isfinite(x) for x in (p, e_hit, t_slow, e_fast)):
         return math.nan, {}

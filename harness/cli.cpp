@@ -133,7 +133,9 @@ void add_ssd_flags(CLI::App& app, RunConfig& c) {
       ->group(ssd)
       ->capture_default_str();
   app.add_option("--budget", c.budget,
-                 "Total fan-out per sequence, or auto (the most that fits the verification window)")
+                 "Total fan-out per sequence (the cache's branches), or auto: the budget of "
+                 "highest predicted rate by Corollary 16 from the run's measured step costs, "
+                 "0-128")
       ->group(ssd)
       ->capture_default_str();
   app.add_option("--saguaro-c", c.saguaro_c,
@@ -157,7 +159,8 @@ void add_ssd_flags(CLI::App& app, RunConfig& c) {
                  "per token, bonus rank law P(rank > F) = (F+1)^-R; after a backup round AB and "
                  "RB: a random token is accepted with probability ~1/vocab, so AB defaults to 0 "
                  "for --backup random and must be given for ngram; RB defaults to "
-                 "log2(1/(1-A)), so that the draft's top guess is the bonus with probability A)")
+                 "log2(1/(1-A)), so that the draft's top guess is the bonus with probability A; "
+                 "greedy and --saguaro-c 1 only, since the draws follow neither)")
       ->group(decoding)
       ->capture_default_str();
 }

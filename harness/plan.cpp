@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
 
 #include "harness/run_info.h"
 #include "ssd/fanout.h"
@@ -68,6 +69,24 @@ OutcomeModel outcome_model(const RunConfig& c) {
   if (c.outcomes.rfind(prefix, 0) != 0) throw InputError(expected);
   if (c.mode == Mode::AR) throw InputError("--outcomes: synthetic outcomes need --mode sd or ssd");
   m.synthetic = true;
+  // The drawn outcomes follow A and R alone. A temperature or a SAGUARO C changes what a real
+  // verification accepts and which bonus tokens come, but not these draws, so the run would
+  // measure T = 0, C = 1 outcomes under another label.
+  const auto ignored = [](const std::string& flag, double value, const std::string& instead) {
+    std::ostringstream shown;
+    shown << value;
+    return InputError(flag + " " + shown.str() +
+                      ": synthetic outcomes are drawn from --outcomes' alpha and r, which it "
+                      "would not change; give the alpha and r measured " +
+                      instead + ", or use --outcomes real");
+  };
+  if (c.mode == Mode::SSD && c.saguaro_c < 1.0)
+    throw ignored("--saguaro-c", c.saguaro_c, "at that C with --saguaro-c 1");
+  if (c.temperature > 0)
+    throw ignored("--temperature", c.temperature, "at that temperature with --temperature 0");
+  if (c.draft_temperature > 0)
+    throw ignored("--draft-temperature", c.draft_temperature,
+                  "at that draft temperature without the flag");
   bool have_alpha = false, have_r = false, have_alpha_b = false, have_r_b = false;
   std::string rest = c.outcomes.substr(prefix.size());
   while (!rest.empty()) {

@@ -228,6 +228,13 @@ class Errors(unittest.TestCase):
                 (["--outcomes", "synthetic:alpha=0.5,r=1,alpha=0.6"], "--outcomes"),
                 (["--outcomes", "synthetic:alpha=0.5,r=1", "--backup", "ngram",
                   "--fallback", "auto"], "alpha_b"),
+                # synthetic outcomes follow A and R only: T and C would be silently ignored
+                (["--outcomes", "synthetic:alpha=0.8,r=1", "--temperature", "1"],
+                 "--temperature 1"),
+                (["--outcomes", "synthetic:alpha=0.8,r=1", "--draft-temperature", "0.5"],
+                 "--draft-temperature 0.5"),
+                (["--outcomes", "synthetic:alpha=0.8,r=1", "--temperature", "1",
+                  "--saguaro-c", "0.5"], "--saguaro-c 0.5"),
                 (["--fallback", "sometimes"], "--fallback"),
                 (["--backup", "oracle"], "--backup")):
             with self.subTest(flags=flags):

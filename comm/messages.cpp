@@ -110,6 +110,7 @@ std::vector<uint8_t> encode(const OutcomeMessage& m) {
   w.put(m.round);
   w.put(m.temperature);
   w.put(m.target_busy_s);
+  w.put(m.batch_live);
   w.put<uint8_t>(m.stop);
   w.put_vector(m.sequences);
   return std::move(w.bytes);
@@ -120,6 +121,7 @@ void decode(const std::vector<uint8_t>& bytes, OutcomeMessage& m) {
   m.round = r.get<int32_t>();
   m.temperature = r.get<double>();
   m.target_busy_s = r.get<double>();
+  m.batch_live = r.get<int32_t>();
   m.stop = r.get_flag();
   m.sequences = r.get_vector<SequenceOutcome>();
   r.done();

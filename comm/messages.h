@@ -47,6 +47,10 @@ struct OutcomeMessage {
   // the speculation's arrival to this message): the window SSD's cache build hides in, as
   // the target measured it, free of the draft's polling granularity. 0 when unknown.
   double target_busy_s = 0.0;
+  // Sequences of the whole batch still decoding, over every draft rank. With several draft
+  // ranks each gets only its own sequences, but a miss on any rank stalls the round for all:
+  // this is the b of Corollary 16 and Theorem 17 for the fallback and budget choices.
+  int32_t batch_live = 0;
   bool stop = false;  // the batch group is finished; no speculation follows
   std::vector<SequenceOutcome> sequences;
 };

@@ -45,17 +45,18 @@ std::vector<BudgetPrediction> predict_budgets(const BudgetInputs& in) {
     // when any of the b rows misses (probability 1 - p^b) the batch also waits for the
     // fallback.
     const double base = std::max({in.verify_s, p.build_s, 1e-12});
-    const double any_miss = 1.0 - std::pow(p.p_hit, in.rows);
+    const int b = in.batch > 0 ? in.batch : in.rows;
+    const double any_miss = 1.0 - std::pow(p.p_hit, b);
     p.tokens_per_s = -1.0;
     if (in.primary_fallback_allowed) {
       p.round_s = base + any_miss * in.primary_fallback_s;
-      p.tokens_per_s = in.rows * e_hit / p.round_s;
+      p.tokens_per_s = b * e_hit / p.round_s;
       p.primary_fallback = true;
     }
     if (in.backup_fallback_allowed) {
       const double round_s = base + any_miss * in.backup_fallback_s;
       const double tokens = p.p_hit * e_hit + (1.0 - p.p_hit) * in.e_miss_backup;
-      const double rate = in.rows * tokens / round_s;
+      const double rate = b * tokens / round_s;
       if (rate > p.tokens_per_s) {
         p.round_s = round_s;
         p.tokens_per_s = rate;

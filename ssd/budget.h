@@ -15,12 +15,15 @@ namespace ssd {
 constexpr int kMaxAutoBudget = 128;
 
 struct BudgetInputs {
-  int lookahead = 4;      // K
-  int rows = 1;           // sequences decoding together (Corollary 16's b)
-  int max_budget = 64;    // the scratch capacity per sequence
-  double verify_s = 0.0;  // the target's verification of a round (the window to hide in)
-  double glue_s = 0.0;    // the glue step before branching
-  double step_a_s = 0.0;  // one branch step over n branch rows costs step_a + step_b * n
+  int lookahead = 4;  // K
+  int rows = 1;       // sequences this draft rank builds branches for
+  // Sequences whose misses stall the round together (Corollary 16's b): the whole batch over
+  // every draft rank; 0 = rows (one draft rank).
+  int batch = 0;
+  int max_budget = kMaxAutoBudget;  // the largest budget to weigh
+  double verify_s = 0.0;            // the target's verification of a round (the window to hide in)
+  double glue_s = 0.0;              // the glue step before branching
+  double step_a_s = 0.0;            // one branch step over n branch rows costs step_a + step_b * n
   double step_b_s = 0.0;
   double acceptance = 0.7;  // a of the primary, and r of the shifted power law (ssd/fanout.h)
   double r = 0.7;

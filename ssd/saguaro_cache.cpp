@@ -14,7 +14,7 @@ int SaguaroDrafter::current_budget() const {
   return s_.budget > 0 ? s_.budget : auto_budget_;
 }
 
-void SaguaroDrafter::choose_auto_budget(int rows) {
+void SaguaroDrafter::choose_auto_budget(int rows, int batch) {
   if (s_.budget > 0) return;
   const int K = s_.lookahead;
   // Until a verification and two branch steps have been timed there is nothing to predict
@@ -26,6 +26,7 @@ void SaguaroDrafter::choose_auto_budget(int rows) {
   BudgetInputs in;
   in.lookahead = K;
   in.rows = std::max(rows, 1);
+  in.batch = std::max(batch, in.rows);
   in.max_budget = (capacity_ - scratch_begin_) / K;
   in.verify_s = meter_.verify_s();
   in.glue_s = glue_s_;
@@ -161,7 +162,7 @@ void SaguaroDrafter::build_cache(PeerLink& link, double sent_at) {
   std::vector<int> rows;
   for (size_t r = 0; r < rows_.size(); ++r)
     if (rows_[r].active) rows.push_back(int(r));
-  choose_auto_budget(int(rows.size()));
+  choose_auto_budget(int(rows.size()), batch_live_);
   glue(rows);
   glue_s_ = global_now() - start;
   poll();

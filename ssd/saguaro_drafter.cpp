@@ -192,6 +192,9 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
   spec.budget = last_budget_;
   spec.sequences.resize(outcome.sequences.size());
   meter_.target_busy(outcome.target_busy_s);
+  int local_live = 0;
+  for (const SequenceOutcome& o : outcome.sequences) local_live += o.finishing ? 0 : 1;
+  batch_live_ = outcome.batch_live > 0 ? outcome.batch_live : local_live;
   if (window_started_at_ > 0) {
     const double arrival = arrival_seen_at_ >= 0 ? arrival_seen_at_ : global_now();
     meter_.window(arrival - window_started_at_);
@@ -231,22 +234,21 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
     row.cache.clear();
     row.branches.clear();
   }
-  if (!misses.empty()) fall_back(outcome, misses, miss_slots, spec);
+  if (!misses.empty()) fall_back(misses, miss_slots, spec);
   return spec;
 }
 
-void SaguaroDrafter::fall_back(const OutcomeMessage& outcome, const std::vector<int>& misses,
-                               const std::vector<int>& slots, SpeculationMessage& spec) {
+void SaguaroDrafter::fall_back(const std::vector<int>& misses, const std::vector<int>& slots,
+                               SpeculationMessage& spec) {
   const double start = global_now();
   bool initial = false;
   for (int r : misses) initial |= rows_[r].source == SpeculationSource::Initial;
-  // Corollary 16's b is the rows that wait on one another this round: those still decoding,
-  // fewer than the configured batch once sequences finish (or in a last, partial group).
-  int live = 0;
-  for (const SequenceOutcome& o : outcome.sequences) live += o.finishing ? 0 : 1;
+  // Corollary 16's b is the rows that wait on one another this round: the whole batch's still
+  // decoding, over every draft rank (a miss on another rank stalls this one's rows too), fewer
+  // than the configured batch once sequences finish (or in a last, partial group).
   const FallbackKind kind =
       initial ? FallbackKind::Primary
-              : policy_.choose(live, meter_.speedup_inputs(), int(meter_.verified_rounds()));
+              : policy_.choose(batch_live_, meter_.speedup_inputs(), int(meter_.verified_rounds()));
   if (kind == FallbackKind::Primary) {
     draft_primary(misses, spec, slots);
     for (int slot : slots)

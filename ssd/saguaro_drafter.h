@@ -111,9 +111,10 @@ class SaguaroDrafter {
   int32_t commit_outcome(Row& row, const SequenceOutcome& o, SequenceSpeculation& out);
   // A hit: the cached branch becomes the speculation, its K/V moved behind the accepted prefix.
   void take_branch(Row& row, int r, int committed_before, Branch& branch, SequenceSpeculation& out);
-  // Cache misses: the whole batch waits for them, so Theorem 17 picks the speculator.
-  void fall_back(const OutcomeMessage& outcome, const std::vector<int>& misses,
-                 const std::vector<int>& slots, SpeculationMessage& spec);
+  // Cache misses: the whole batch waits for them, so Theorem 17 picks the speculator at the
+  // batch's size (batch_live_).
+  void fall_back(const std::vector<int>& misses, const std::vector<int>& slots,
+                 SpeculationMessage& spec);
   // Drafts K tokens just in time for `rows` (primary fallback and the first round).
   void draft_primary(const std::vector<int>& rows, SpeculationMessage& spec,
                      const std::vector<int>& slots);
@@ -129,7 +130,9 @@ class SaguaroDrafter {
   int current_budget() const;
   // --budget auto: the budget of highest predicted rate (ssd/budget.h) for `rows` sequences,
   // from this run's measurements so far; once per round, before the cache is built.
-  void choose_auto_budget(int rows);
+  // rows: this rank's sequences (their branches are its build); batch: the whole batch's
+  // live sequences, whose misses stall the round together (OutcomeMessage::batch_live).
+  void choose_auto_budget(int rows, int batch);
   // The cache build's parts (saguaro_cache.cpp): the glue step, the branches to prepare, and
   // their K batched draft steps.
   void glue(const std::vector<int>& rows);
@@ -159,6 +162,7 @@ class SaguaroDrafter {
   // The last cache build, reported with the next speculation.
   double last_build_s_ = 0.0;
   int last_branches_ = 0, last_budget_ = 0;
+  int batch_live_ = 1;  // last outcome's batch_live (this rank's live rows if it was 0)
   // The verification window in progress: when the speculation went out, when the outcome was
   // first seen waiting (-1: not yet).
   double window_started_at_ = -1.0, arrival_seen_at_ = -1.0;

@@ -46,6 +46,7 @@ OutcomeMessage outcome_message(const SequenceBatch& batch, const std::vector<Spe
   outcome.target_busy_s = busy_s;
   for (int r = 0; r < batch.rows(); ++r) {
     const SpeculationRow& row = rows[size_t(r)];
+    outcome.batch_live += batch.done(r) ? 0 : 1;
     if (batch.done(r) && row.pending_index < 0) continue;
     outcome.sequences.push_back({r, row.accepted, batch.last(r), int32_t(batch.committed(r)),
                                  row.pending_index >= 0 ? row.pending_rank : 0,

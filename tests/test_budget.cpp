@@ -136,5 +136,35 @@ TEST(DegenerationWarning, SilentWhenTheCacheWorks) {
   EXPECT_EQ(summarize(ssd_rounds(5, 0, 0), true).speculation.warning, "");  // too few to say
 }
 
+// With several draft ranks each builds for its own rows, but a miss on any rank stalls the
+// whole batch: the all-hit chance is p^batch, not p^rows, while the build is rows' branches.
+TEST(PredictBudgets, TheWholeBatchWaitsOnAMiss) {
+  BudgetInputs in;
+  in.lookahead = 3;
+  in.rows = 4;  // this rank's sequences
+  in.max_budget = 48;
+  in.verify_s = 1.0;
+  in.step_a_s = 0.02;
+  in.step_b_s = 0.002;
+  in.acceptance = 0.8;
+  in.r = 0.7;
+  in.primary_fallback_s = 0.5;
+  in.backup_fallback_allowed = false;
+  const std::vector<BudgetPrediction> alone = predict_budgets(in);
+  in.batch = 16;  // four draft ranks of 4
+  const std::vector<BudgetPrediction> shared = predict_budgets(in);
+  for (int b = 0; b <= 48; ++b) {
+    EXPECT_DOUBLE_EQ(shared[b].build_s, alone[b].build_s) << b;
+    const double base = std::max({in.verify_s, shared[b].build_s, 1e-12});
+    EXPECT_NEAR(shared[b].round_s, base + (1 - std::pow(shared[b].p_hit, 16)) * 0.5, 1e-12) << b;
+  }
+  // a round with 16 waiting meets a miss more often than one with this rank's 4
+  for (int b = 0; b <= 48; ++b) {
+    if (alone[b].p_hit > 0 && alone[b].p_hit < 1) {
+      EXPECT_GT(shared[b].round_s, alone[b].round_s) << b;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ssd

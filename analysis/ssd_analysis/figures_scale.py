@@ -12,7 +12,8 @@ and labelled: its draft ranks took cores from the target, so its tok/s measures 
 oversubscription, not D draft devices; its budget and hit rate are still what D ranks chose.
 
 A third panel draws the same prediction for the paper's layout (Llama-3.1-70B on 4 H100s,
-Llama-3.2-1B on D more; datasheet profile, the runs' alpha and r): on 2 CPU cores the target
+Llama-3.2-1B on D more; datasheet profile, predict's own alpha and r for that setting,
+predict_inputs.py, not the runs'): on 2 CPU cores the target
 verifies b(K+1) rows compute-bound, so at b = 16 SSD may lose to AR here while it wins on GPUs,
 where verifying 16 x 6 rows still costs about one memory-bound step.
 """
@@ -22,13 +23,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from . import predict as P
+from . import predict_inputs as PI
 from . import predict_cli as PC
 from . import predict_validate as PV
 from . import hardware as H
 from .figures import PALETTE, Skip
 
-
-PAPER_ALPHA, PAPER_R = 0.8, 0.6
 
 
 def _cores(run):
@@ -54,7 +54,7 @@ def _measured(run):
     return budget, p_hit
 
 
-def _curve(t_step, d_step, hw, vocab, run, Ds, alpha, r, alpha_b, r_b, K, max_budget=64,
+def _curve(t_step, d_step, hw, vocab, run, Ds, alpha, r, alpha_b, r_b, K, max_budget=PI.B_CAP,
            char=None, ctx=None):
     """[(D, SSD/AR, hidden budget, p_hit, budget)] from ssd-analyze predict's model; with
     `char`, SSD's overlapped costs as predict takes them for the pair it measured."""
@@ -86,11 +86,15 @@ def _predictions(run, char, Ds):
     gpu = H.profile("h100-sxm")
     t70 = H.RooflineStep(H.shape_of("llama-3.1-70b"), gpu, 4, 1024)
     d1 = H.RooflineStep(H.shape_of("llama-3.2-1b"), gpu, 1, 1024)
-    # The paper's acceptance and hit-rate law as sweeps/paper-llama70b.toml assumes them
-    # (alpha 0.8, r 0.6): this CPU run's synthetic r = 2 saturates any cache at a few branches.
-    paper = _curve(t70, d1, gpu, H.shape_of("llama-3.1-70b").vocab, run, Ds, PAPER_ALPHA,
-                   PAPER_R, 0.0, None, 5, max_budget=256)
-    return here, paper, alpha, r
+    # predict's own inputs for the paper's setting (predict_inputs.py): alpha implied by the
+    # paper's SD/AR at K = 5, r measured on the pair; not this CPU run's synthetic r = 2, which
+    # saturates any cache at a few branches.
+    vocab = H.shape_of("llama-3.1-70b").vocab
+    ar, sd, _ = PC.PAPER[("llama-3.1-70b", "llama-3.2-1b", "h100-sxm", 4, 1, 1)]
+    paper_alpha = PI.implied_alpha(PC.layout_for(t70, d1, gpu, vocab, 1), sd / ar)
+    paper_r = PI.PAIR[0.0][1]
+    paper = _curve(t70, d1, gpu, vocab, run, Ds, paper_alpha, paper_r, 0.0, None, PI.PAPER_K)
+    return here, paper, alpha, r, (paper_alpha, paper_r)
 
 
 def fig_draft_ranks(runs, out_dir):
@@ -113,7 +117,7 @@ def fig_draft_ranks(runs, out_dir):
     ar = ars[0].tok_s
     Ds = list(range(1, max(4, max(_draft_ranks(r) for r in group)) + 1))
     try:
-        pred, paper, alpha, r_exp = _predictions(group[0], char, Ds)
+        pred, paper, alpha, r_exp, (paper_alpha, paper_r) = _predictions(group[0], char, Ds)
     except H.InputError as e:
         raise Skip(f"no prediction: {e}")
 
@@ -169,8 +173,8 @@ def fig_draft_ranks(runs, out_dir):
     ax3.set_ylabel(f"SSD speedup over AR at b = {b}")
     ax3.set_xticks(Ds)
     ax3.set_title("The paper's layout, predicted: Llama-3.1-70B on 4 H100s + Llama-3.2-1B\n"
-                  f"on D GPUs, K=5, alpha={PAPER_ALPHA}, r={PAPER_R}, budget <= 256 (datasheet "
-                  "profile)", fontsize=9)
+                  f"on D GPUs, K=5, alpha={paper_alpha:.2f} (the paper's SD/AR), r={paper_r:.1f} "
+                  f"(the pair's), budget <= {PI.B_CAP} (datasheet profile)", fontsize=9)
     ax3.set_ylim(1.0, 1.15 * max(p[1] for p in paper))
     ax3.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
     for D, speedup, window, p_hit, budget in paper:

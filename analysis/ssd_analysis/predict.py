@@ -4,7 +4,8 @@ Inputs: forward-pass costs (hardware.py: a roofline of bytes moved and FLOPs on 
 profile, or the step costs an `ssd-bench characterize` file measured on this machine), the
 draft's acceptance rate alpha and power-law exponent r (miss(F) = (F+1)^-r, ssd/fanout.h), K,
 the batch size b, the target's tensor parallelism and the number D of draft ranks. Nothing here
-is fitted to a measured or published throughput.
+is fitted to a measured or published throughput (predict_inputs.py says where the CLI's alpha
+and r come from).
 
 A round of SSD with D draft ranks, each serving ceil(b/D) of the b sequences (row i on draft
 rank i % D):
@@ -240,7 +241,7 @@ def branch_step(lay, s, B, temperature, draft=None):
 
 
 def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
-                temperature=0.0, alpha_b=0.0, r_b=None, backup_shape=None, max_budget=64,
+                temperature=0.0, alpha_b=0.0, r_b=None, backup_shape=None, max_budget=128,
                 built=None, realised=(None, None)):
     """SSD at lookahead K. `shape` fixes the cache; else `budget` fixes a geometric one; else
     the budget (0..max_budget) and fallback that maximise Corollary 16's rate are chosen, as

@@ -10,6 +10,7 @@ from . import hardware as H
 from . import io as sio
 from . import measured as MS
 from . import predict as P
+from . import predict_inputs as PI
 
 # Throughputs the paper reports (decode tok/s, greedy, batch 1, target TP=4 on H100s, SSD's
 # draft on one more H100): Appendix B.3's table, "Average" rows (the same numbers as Figure 1
@@ -21,8 +22,9 @@ PAPER = {  # (target, draft, hardware, target TP, batch, draft ranks) -> (AR, SD
     ("qwen3-32b", "qwen3-0.6b", "h100-sxm", 4, 1, 1): (88.8, 136.8, 203.8),
 }
 
-COLUMNS = ["b", "D", "AR", "SD", "K_sd", "SSD", "K", "B_win", "B", "shape", "p_hit", "T_p",
-           "fallback", "b*", "SSD/SD", "SSD/AR", "paper_AR", "paper_SD", "paper_SSD"]
+COLUMNS = ["b", "D", "AR", "SD", "SD_band", "K_sd", "SSD", "SSD_band", "K", "B_win", "B", "shape",
+           "p_hit", "T_p", "fallback", "b*", "SSD/SD", "SSD/AR", "paper_AR", "paper_SD",
+           "paper_SSD"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -66,17 +68,20 @@ def add_parser(sub, func):
     p.add_argument("--draft-ranks", type=_int_list("--draft-ranks"), default=[1],
                    help="list, e.g. 1,2,3,4")
     p.add_argument("--batch-size", "-b", type=_int_list("--batch-size"), default=[1, 16])
-    p.add_argument("--alpha", type=_float_in("--alpha", 0.0, 0.999), default=0.8,
-                   help="per-token acceptance rate of the draft")
-    p.add_argument("--r", type=_float_in("--r", 0.01, 50.0), default=0.7,
-                   help="power-law exponent, miss(F) = (F+1)^-r")
+    p.add_argument("--alpha", type=_float_in("--alpha", 0.0, 0.999),
+                   help="per-token acceptance rate of the draft (default: implied by the "
+                   "paper's SD/AR for its settings, else measured on the Qwen2.5-Coder pair)")
+    p.add_argument("--r", type=_float_in("--r", 0.01, 50.0),
+                   help="power-law exponent, miss(F) = (F+1)^-r (default: measured on the "
+                   "Qwen2.5-Coder pair)")
     p.add_argument("-k", "--lookahead", type=_int_list("--lookahead"),
-                   help="K (list); default: the best of 1..8")
+                   help=f"K (list); default: the best of 1..{PI.K_CAP} (-k auto's range)")
     p.add_argument("--fallback", choices=["auto", "primary", "backup"], default="auto")
     p.add_argument("--alpha-backup", type=_float_in("--alpha-backup", 0.0, 0.999), default=0.0,
                    help="acceptance of the backup speculator (0: random tokens)")
-    p.add_argument("--max-budget", type=_int_list("--max-budget", 0), default=[64],
-                   help="largest per-sequence budget searched (64: ssd-bench's scratch)")
+    p.add_argument("--max-budget", type=_int_list("--max-budget", 0), default=[PI.B_CAP],
+                   help=f"largest per-sequence budget searched ({PI.B_CAP}: --budget auto's "
+                   "cap; above it only a fixed --budget runs)")
     p.add_argument("--temperature", type=_float_in("--temperature", 0.0, 10.0), default=0.0)
     p.add_argument("--context", type=_int_list("--context"), default=[1024],
                    help="tokens per sequence (KV cache read by each step)")
@@ -86,6 +91,8 @@ def add_parser(sub, func):
     p.add_argument("--validate", nargs="+", metavar="RUN", help="predict each run file "
                    "(needs --characterize) and compare with its measured tok/s")
     p.add_argument("--tol", type=_float_in("--tol", 0.0, 10.0), default=0.10)
+    p.add_argument("--gpu-steps", action="store_true", help="compare the h100-sxm roofline's "
+                   "step times with ssd-bench's measured on an H100 (docs/gpu-notes.md)")
     p.add_argument("--format", choices=["text", "csv", "json"], default="text")
     p.set_defaults(func=func)
     return p
@@ -189,6 +196,12 @@ def cmd_predict(args):
         if args.validate:
             from .predict_validate import validate   # it imports this module's helpers
             return validate(args)
+        if args.gpu_steps:
+            n = PI.gpu_step_check()
+            print(f"# {n} of {len(PI.GPU_STEPS_H100)} steps within "
+                  f"{100 * PI.GPU_TOL:.0f}% of the roofline (analysis/README.md, 'predict on "
+                  "GPUs', says why the rest are not)")
+            return 0
         return predict_grid(args)
     except (H.InputError, sio.AnalysisError) as e:
         print(f"ssd-analyze predict: {e}", file=sys.stderr)
@@ -228,52 +241,89 @@ def predict_grid(args, out=print):
     target = args.target or (specs.get("target") if hw_name == "cpu" else None) or "llama-3.1-70b"
     draft = args.draft or (specs.get("draft") if hw_name == "cpu" else None) or "llama-3.2-1b"
     tps = args.target_tp or [1 if hw_name == "cpu" else 4]
-    ks = args.lookahead or list(range(1, 9))
+    ks = args.lookahead or list(range(1, PI.K_CAP + 1))
     ctx, maxb = args.context[0], args.max_budget[0]
     header = {"hardware": f"{hw.name} ({hw.source}): {hw.mem_bw / 1e9:.0f} GB/s x "
                           f"{hw.mem_eff:g}, {hw.peak_flops / 1e12:.3g} TFLOP/s x {hw.gemm_eff:g},"
                           f" link {hw.link_latency_s * 1e6:.2g} us + {hw.link_bw / 1e9:.3g} GB/s",
-              "target": f"{target}, TP {','.join(map(str, tps))}", "draft": draft,
-              "alpha": args.alpha, "r": args.r, "K": ",".join(map(str, ks)),
-              "fallback": args.fallback, "alpha_backup": args.alpha_backup,
-              "temperature": args.temperature, "context": ctx, "max_budget": maxb,
-              "columns": "tok/s; K/B/fallback/shape = the best SSD config (Corollary 16); "
-                         "B_win = per-sequence budget hidden by verification; "
-                         "b* = Theorem 17; paper_* = Appendix B.3 (comparison only)"}
-    note = steadiness_note(char)
-    if note:
-        header["steadiness"] = note
-    rows = []
+              "target": f"{target}, TP {','.join(map(str, tps))}", "draft": draft}
+    rows, notes, inputs = [], [], {}
+    short = (target.removeprefix("synthetic:"), draft.removeprefix("synthetic:"), hw.name)
     for tp in tps:
         t_step, t_shape = steps_for(target, char, hw, tp, ctx, "--target")
         d_step, _ = steps_for(draft, char, hw, 1, ctx, "--draft")
+
+        def lay_for(D):
+            return layout_for(t_step, d_step, hw, t_shape.vocab, D,
+                              beside=beside_steps(target, draft, char, tp, D, ctx),
+                              turns=turns_steps(target, draft, char, tp, t_step, d_step),
+                              ssd_round=ssd_round_for(target, draft, char, tp, D))
+        paper_b1 = PAPER.get((*short, tp, 1, 1))
+        alpha, r, sources = PI.resolve(args, lay_for(1), paper_b1)
+        inputs.setdefault("alpha", []).append(f"{alpha:.3f} ({sources['alpha']})")
+        inputs.setdefault("r", []).append(f"{r:.2f} ({sources['r']})")
         for b in args.batch_size:
             for D in args.draft_ranks:
-                lay = layout_for(t_step, d_step, hw, t_shape.vocab, D,
-                                 beside=beside_steps(target, draft, char, tp, D, ctx),
-                                 turns=turns_steps(target, draft, char, tp, t_step, d_step),
-                                 ssd_round=ssd_round_for(target, draft, char, tp, D))
-                ar = P.predict_ar(lay, b, args.temperature)
-                sd = P.best_over_k(lambda k: P.predict_sd(lay, b, k, args.alpha,
-                                                          args.temperature), ks)
-                ssd = P.best_over_k(lambda k: P.predict_ssd(
-                    lay, b, k, args.alpha, args.r, args.fallback, temperature=args.temperature,
-                    alpha_b=args.alpha_backup, max_budget=maxb), ks)
-                key = (target.removeprefix("synthetic:"), draft.removeprefix("synthetic:"),
-                       hw.name, tp, b, D)
-                paper = PAPER.get(key, (None, None, None))
-                rows.append({"target_tp": tp, "b": b, "D": D, "AR": ar.tok_s, "SD": sd.tok_s,
-                             "K_sd": sd.K, "SSD": ssd.tok_s, "K": ssd.K,
-                             "B_win": ssd.window_budget, "B": ssd.budget,
-                             "shape": "/".join(map(str, ssd.shape)), "p_hit": ssd.p_hit,
-                             "T_p": ssd.t_p, "fallback": ssd.fallback, "b*": ssd.b_star,
-                             "SSD/SD": ssd.tok_s / sd.tok_s, "SSD/AR": ssd.tok_s / ar.tok_s,
-                             "paper_AR": paper[0], "paper_SD": paper[1], "paper_SSD": paper[2]})
-    for r in rows:
+                lay = lay_for(D)
+                row, ssd = _predict_row(args, lay, b, D, alpha, r, ks, maxb)
+                row["target_tp"] = tp
+                paper = PAPER.get((*short, tp, b, D))
+                row.update(zip(("paper_AR", "paper_SD", "paper_SSD"), paper or (None,) * 3))
+                rows.append(row)
+                notes += PI.cap_notes(
+                    row, ssd, args.lookahead is not None, ks, maxb,
+                    lambda: _best_ssd(args, lay, b, alpha, r, range(1, PI.K_UNCAPPED + 1), maxb),
+                    lambda: _best_ssd(args, lay, b, alpha, r, [ssd.K], 4 * maxb))
+                if paper is not None:
+                    notes.append(PI.paper_check(row, paper, t_step))
+    header.update({k: "; ".join(dict.fromkeys(v)) for k, v in inputs.items()})
+    header.update({
+        "band": f"SD_band, SSD_band: the forecast over alpha +- {PI.ALPHA_HALF_WIDTH:g} and r "
+                f"{PI.R_RANGE[0]:g}-{PI.R_RANGE[1]:g}",
+        "K": ",".join(map(str, ks)), "fallback": args.fallback,
+        "alpha_backup": args.alpha_backup, "temperature": args.temperature, "context": ctx,
+        "max_budget": maxb if maxb <= PI.B_CAP else
+        f"{maxb} (above {PI.B_CAP}, --budget auto's cap: such budgets run only as a fixed "
+        "--budget)",
+        "columns": "tok/s; K/B/fallback/shape = the best SSD config (Corollary 16); "
+                   "B_win = per-sequence budget hidden by verification; b* = Theorem 17; "
+                   "paper_* = Appendix B.3 (comparison only); * = at a search cap (notes)"})
+    note = steadiness_note(char)
+    if note:
+        header["steadiness"] = note
+    if args.format == "json":
+        header["notes"] = notes
+    for row in rows:
         for c, spec in (("AR", ".1f"), ("SD", ".1f"), ("SSD", ".1f"), ("p_hit", ".3f"),
                         ("T_p", ".2f"), ("b*", ".1f"), ("SSD/SD", ".2f"), ("SSD/AR", ".2f"),
                         ("paper_AR", ".1f"), ("paper_SD", ".1f"), ("paper_SSD", ".1f")):
-            r[c + "_txt"] = _fmt(r[c], spec)
+            row[c + "_txt"] = _fmt(row[c], spec)
     cols = COLUMNS if len(tps) == 1 else ["target_tp"] + COLUMNS
     _emit(rows, cols, args.format, header, out)
+    if args.format == "text":
+        for n in notes:
+            out(f"# note: {n}")
     return 0
+
+
+def _best_ssd(args, lay, b, alpha, r, ks, max_budget):
+    return P.best_over_k(lambda k: P.predict_ssd(
+        lay, b, k, alpha, r, args.fallback, temperature=args.temperature,
+        alpha_b=args.alpha_backup, max_budget=max_budget), ks)
+
+
+def _predict_row(args, lay, b, D, alpha, r, ks, maxb):
+    """One row of the grid: AR, the best SD and SSD over ks at (alpha, r), and their bands."""
+    def sd_at(a):
+        return P.best_over_k(lambda k: P.predict_sd(lay, b, k, a, args.temperature), ks)
+    ar = P.predict_ar(lay, b, args.temperature)
+    sd, ssd = sd_at(alpha), _best_ssd(args, lay, b, alpha, r, ks, maxb)
+    sd_band = PI.band(lambda a, _: sd_at(a).tok_s, alpha)
+    ssd_band = PI.band(lambda a, r_: _best_ssd(args, lay, b, a, r_, ks, maxb).tok_s, alpha)
+    row = {"b": b, "D": D, "AR": ar.tok_s, "SD": sd.tok_s, "K_sd": sd.K, "SSD": ssd.tok_s,
+           "K": ssd.K, "B_win": ssd.window_budget, "B": ssd.budget,
+           "shape": "/".join(map(str, ssd.shape)), "p_hit": ssd.p_hit, "T_p": ssd.t_p,
+           "fallback": ssd.fallback, "b*": ssd.b_star, "SSD/SD": ssd.tok_s / sd.tok_s,
+           "SSD/AR": ssd.tok_s / ar.tok_s, "SD_band": f"{sd_band[0]:.0f}-{sd_band[1]:.0f}",
+           "SSD_band": f"{ssd_band[0]:.0f}-{ssd_band[1]:.0f}"}
+    return row, ssd

@@ -12,6 +12,7 @@ from . import hardware as H
 from . import io as sio
 from . import metrics as M
 from . import predict as P
+from . import predict_inputs as PI
 from .predict_cli import (_emit, _fmt, _load_char, beside_steps, layout_for, ssd_round_for,
                           steadiness_note, steps_for, turns_steps)
 
@@ -38,9 +39,7 @@ def run_inputs(run):
     if "r" in cfg:
         r = float(cfg["r"])
     elif rd.get("bonus_rank") is not None and run.mode == "ssd":
-        ranks = rd["bonus_rank"][rd["outcome_hit"] >= 0]
-        F = np.arange(1, 33)
-        r = M.fit_power_law(F, M.miss_rate_curve(ranks, F), np.full(F.size, ranks.size))
+        r, _ = M.fit_power_law_mle(rd["bonus_rank"][rd["outcome_hit"] >= 0])
         r = 0.7 if not math.isfinite(r) else r
     else:
         r = 0.7
@@ -163,7 +162,7 @@ def predict_run(run, char):
         def predict_at(rows):
             return P.predict_ssd(lay, rows, K, alpha, r, run.fallback, shape=shape_,
                                  temperature=run.temperature, alpha_b=alpha_b, r_b=r_b,
-                                 backup_shape=bshape, max_budget=64, built=built,
+                                 backup_shape=bshape, max_budget=PI.B_CAP, built=built,
                                  realised=realised)
     pred = predict_at(b)
     # A row's round is the backup's with the stationary miss share (Equation (1)); else the

@@ -53,7 +53,7 @@ class DraftRanksFigure(unittest.TestCase):
             D = S._draft_ranks(r)
             self.assertEqual(sorted(set(r.draft_ranks["draft_rank"].tolist())), list(range(D)))
             np.testing.assert_array_equal(r.rounds["draft_rank"], r.rounds["row"] % D)
-        here, paper, _, _ = S._predictions(ssd[0], next(r for r in self.runs
+        here, paper, _, _, _ = S._predictions(ssd[0], next(r for r in self.runs
                                                         if r.is_characterize), [1, 2, 3, 4])
         self.assertTrue(all(b2 >= b1 for (_, _, b1, _, _), (_, _, b2, _, _)
                             in zip(here, here[1:])), here)

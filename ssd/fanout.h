@@ -25,9 +25,11 @@ FanoutSpec parse_fanout(const std::string& text);
 // The power law. Definition 11 writes the miss rate of a fan-out F as F^{-r} (F >= 1), which
 // is 1 at F = 1: a one-token cache would never hit. This project uses the shifted law
 // miss(F) = (F+1)^{-r} (F >= 0: an empty cache always misses, one guess already hits), which
-// fits measured ranks better (results/figures/fig3_fanout.png shows both fits); the synthetic
-// outcomes draw from it, FanoutEstimator fits it, and the shapes below are optimal for it.
-// Its r is not the paper's: analysis reports both (ssd_analysis.metrics.fit_power_law*).
+// fits measured ranks better (results/figures/fig3_fanout.png draws its fit and gives the
+// paper's F^-r slope beside it); the synthetic outcomes draw from it, FanoutEstimator fits it,
+// and the shapes below are optimal for it.
+// Its r is not the paper's: analysis reports both (ssd_analysis.metrics.fit_power_law_mle and
+// fit_power_law_paper_mle).
 
 // Theorem 12 (Appendix A.2) for the paper's law: F_k = F_0 a^{k/(1+r)} for k < K and
 // F_K = F_0 a^{K/(1+r)} (1-a)^{-1/(1+r)}, with A.2's closed-form F_0 so that sum_k F_k = B.

@@ -155,11 +155,17 @@ class Run:
         return (self.target, self.batch_size, self.temperature, self.max_new_tokens,
                 self.prompt_digest)
 
+    @property
+    def lookahead_auto(self):
+        """Whether ssd-bench chose K itself (-k auto: /config lookahead_choice "auto: ...")."""
+        return str(self.config.get("lookahead_choice", "")).startswith("auto")
+
     def label(self):
         """Short description of the decoding configuration (not the sweep key)."""
         if self.mode == "ar":
             return "AR"
-        parts = [self.mode.upper(), f"K={self.lookahead}"]
+        # -k auto: one configuration whatever K it chose at each batch size (series over b)
+        parts = [self.mode.upper(), "K=auto" if self.lookahead_auto else f"K={self.lookahead}"]
         if self.mode == "ssd":
             parts.append(self.fanout)
             if not math.isnan(self.saguaro_c) and self.saguaro_c != 1.0:

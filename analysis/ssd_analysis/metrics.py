@@ -184,41 +184,73 @@ def miss_rate_curve(bonus_rank, fanouts):
     return np.array([np.mean((r == 0) | (r > F)) for F in f], dtype=float)
 
 
-def fit_power_law(fanouts, miss, counts=None):
-    """Exponent r of miss(F) = (F + 1)^(-r) (the harness's form of Definition 11, which is
-    exact at F = 0: nothing cached always misses), by least squares on log miss against
-    log(F + 1) through the origin. With `counts` (samples per point) each point is weighted by
-    its inverse variance n m / (1 - m). Points with miss 0 or 1 carry no information.
-    Returns NaN when no point is usable."""
-    F = np.asarray(fanouts, dtype=float)
-    m = np.asarray(miss, dtype=float)
-    ok = (m > 0) & (m < 1) & np.isfinite(m)
-    if not np.any(ok):
-        return math.nan
-    x, y = np.log(F[ok] + 1.0), np.log(m[ok])
-    w = np.ones_like(x) if counts is None else np.asarray(counts, float)[ok] * m[ok] / (1 - m[ok])
-    return float(-np.sum(w * x * y) / np.sum(w * x * x))
+RANK_LIST = 64   # ssd-bench ranks the bonus among the draft's 64 likeliest tokens (0: beyond)
 
 
-def fit_power_law_paper(fanouts, miss, counts=None):
-    """r in the paper's convention, Definition 11's miss(F) = F^(-r) (F >= 1), as read off a
-    log-log plot like the paper's Figures 3 and 10: minus the slope of log miss against log F
-    over F >= 1, intercept free (the paper's exact law would force miss(1) = 1, which no
-    measured cache shows). Same weights as fit_power_law; NaN with fewer than two usable
-    fan-outs. On data that follow (F+1)^(-r) this slope is below r, because log(F+1) grows
-    slower than log F."""
-    F = np.asarray(fanouts, dtype=float)
-    m = np.asarray(miss, dtype=float)
-    ok = (F >= 1) & (m > 0) & (m < 1) & np.isfinite(m)
-    if np.count_nonzero(ok) < 2:
+def _golden_max(f, lo, hi, iters=80):
+    """The maximiser of a unimodal f on [lo, hi] (golden-section search)."""
+    g = (math.sqrt(5) - 1) / 2
+    a, b = lo, hi
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(iters):
+        if fc < fd:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(d)
+        else:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(c)
+    return (a + b) / 2
+
+
+def _rank_counts(bonus_rank, list_len):
+    """(ranks 1..list_len, how many rounds had each, rounds beyond the list): the censored
+    sample a likelihood needs."""
+    r = np.asarray(bonus_rank, dtype=np.int64)
+    seen = r[(r >= 1) & (r <= list_len)]
+    counts = np.bincount(seen, minlength=list_len + 1)[1:]
+    k = np.arange(1, list_len + 1, dtype=float)
+    return k, counts.astype(float), float(np.sum((r == 0) | (r > list_len)))
+
+
+def fit_power_law_mle(bonus_rank, list_len=RANK_LIST):
+    """(r, standard error) of miss(F) = (F + 1)^(-r) by maximum likelihood on the per-round
+    ranks (each looked-up outcome is one independent draw; a curve's 64 points are not): a rank
+    k in 1..list_len has P = k^-r - (k+1)^-r, and a rank beyond the examined list (0) is
+    censored there, P(rank > list_len) = (list_len + 1)^-r. NaN when every rank is 1 (no miss
+    at any F >= 1: r unbounded) or there are no ranks."""
+    k, n, cens = _rank_counts(bonus_rank, list_len)
+    if n.sum() + cens == 0 or n[1:].sum() + cens == 0:
+        return math.nan, math.nan
+    used = n > 0
+
+    def loglik(r):
+        return float(np.sum(n[used] * np.log(k[used] ** -r - (k[used] + 1) ** -r))
+                     - cens * r * math.log(list_len + 1))
+    r = _golden_max(loglik, 1e-4, 50.0)
+    h = 1e-4 * max(r, 1e-2)
+    curv = (loglik(r + h) - 2 * loglik(r) + loglik(r - h)) / (h * h)
+    return r, (1 / math.sqrt(-curv) if curv < 0 else math.nan)
+
+
+def fit_power_law_paper_mle(bonus_rank, list_len=RANK_LIST):
+    """r of the paper's Definition 11, miss(F) = c F^-r for F >= 1 (the printed law has c = 1,
+    which would make miss(1) = 1; c is left free), by maximum likelihood on the ranks with the
+    same censoring: P(rank 1) = 1 - c, P(rank k >= 2) = c ((k-1)^-r - k^-r), beyond the list
+    c list_len^-r. c's estimate is the share of ranks above 1 whatever r is, so r maximises the
+    rest alone. NaN without ranks above 1."""
+    k, n, cens = _rank_counts(bonus_rank, list_len)
+    k, n = k[1:], n[1:]
+    if n.sum() + cens == 0 or (n.sum() == 0 or np.count_nonzero(n) + (cens > 0) < 2):
         return math.nan
-    x, y = np.log(F[ok]), np.log(m[ok])
-    w = np.ones_like(x) if counts is None else np.asarray(counts, float)[ok] * m[ok] / (1 - m[ok])
-    xm, ym = np.sum(w * x) / np.sum(w), np.sum(w * y) / np.sum(w)
-    sxx = np.sum(w * (x - xm) ** 2)
-    if sxx == 0:
-        return math.nan
-    return float(-np.sum(w * (x - xm) * (y - ym)) / sxx)
+    used = n > 0
+
+    def loglik(r):
+        return float(np.sum(n[used] * np.log((k[used] - 1) ** -r - k[used] ** -r))
+                     - cens * r * math.log(list_len))
+    return _golden_max(loglik, 1e-4, 50.0)
 
 
 # --- Figures 4 and 5: acceptance and hit rate at a given cache shape ----------------------

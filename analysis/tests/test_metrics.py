@@ -173,28 +173,37 @@ class PowerLaw(unittest.TestCase):
 
     def test_fit_recovers_r(self):
         rng = np.random.default_rng(3)
-        F = np.arange(1, 65)
-        for r in (0.4, 0.8, 1.5):
-            ranks = self.draw_ranks(r, 40_000, rng)
-            miss = M.miss_rate_curve(ranks, F)
-            np.testing.assert_allclose(miss, (F + 1.0) ** -r, atol=0.01)
-            fit = M.fit_power_law(F, miss, counts=np.full(F.shape, ranks.size))
-            self.assertAlmostEqual(fit, r, delta=0.03 * r + 0.01)
-            self.assertAlmostEqual(M.fit_power_law(F, (F + 1.0) ** -r), r, places=9)
+        for r in (0.4, 0.8, 1.5, 2.5):
+            ranks = self.draw_ranks(r, 20_000, rng)
+            fit, se = M.fit_power_law_mle(ranks)
+            self.assertAlmostEqual(fit, r, delta=4 * se)
+            self.assertLess(se, 0.03 * r)
+
+    def test_censoring_beyond_the_list_is_counted(self):
+        # at r = 0.3 a third of the ranks lie beyond the 64 examined: treating them as rank
+        # 65 or dropping them would bias r; censored, the fit still finds it
+        rng = np.random.default_rng(4)
+        ranks = self.draw_ranks(0.3, 20_000, rng)
+        self.assertGreater(np.mean(ranks == 0), 0.25)
+        fit, se = M.fit_power_law_mle(ranks)
+        self.assertAlmostEqual(fit, 0.3, delta=4 * se)
 
     def test_fit_without_data(self):
-        self.assertTrue(math.isnan(M.fit_power_law([1, 2], [0.0, 0.0])))
-        self.assertTrue(math.isnan(M.fit_power_law_paper([1], [0.5])))
+        self.assertTrue(math.isnan(M.fit_power_law_mle(np.array([], int))[0]))
+        self.assertTrue(math.isnan(M.fit_power_law_mle(np.ones(50, int))[0]))  # never a miss
+        self.assertTrue(math.isnan(M.fit_power_law_paper_mle(np.ones(50, int))))
 
     def test_fit_in_the_papers_convention(self):
-        F = np.arange(1, 33, dtype=float)
-        for r in (0.3, 0.8, 1.5):
-            # Definition 11's law up to a constant: the slope is r exactly.
-            self.assertAlmostEqual(M.fit_power_law_paper(F, 0.7 * F ** -r), r, places=9)
-            # On the shifted law the paper's slope is smaller than the shifted r.
-            shifted = (F + 1.0) ** -r
-            self.assertLess(M.fit_power_law_paper(F, shifted), r)
-            self.assertGreater(M.fit_power_law_paper(F, shifted), 0.7 * r)
+        # Definition 11's law with a free constant: miss(F) = c F^-r for F >= 1
+        rng = np.random.default_rng(5)
+        for r, c in ((0.5, 0.6), (1.2, 0.3)):
+            u = rng.random(40_000)
+            ranks = np.where(u > c, 1, np.floor((u / c) ** (-1.0 / r)).astype(np.int64) + 1)
+            ranks[ranks > 64] = 0
+            self.assertAlmostEqual(M.fit_power_law_paper_mle(ranks), r, delta=0.05 * r)
+        # on the shifted law the paper's r is below the shifted one
+        shifted = self.draw_ranks(1.5, 20_000, rng)
+        self.assertLess(M.fit_power_law_paper_mle(shifted), M.fit_power_law_mle(shifted)[0])
 
 
 class Pareto(unittest.TestCase):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates results/ on this machine, in one command:
 #
-#   scripts/make-results.sh [SWEEP...]   # default: the six CPU figure sweeps below
+#   scripts/make-results.sh [SWEEP...]   # default: the eight CPU sweeps below
 #   scripts/make-results.sh --analysis-only   # the tables, figures and predict.txt again from
 #                                             # the runs and characterize file already in results/
 #                                             # (after a change to analysis/)
@@ -24,20 +24,21 @@
 # Each sweep is analysed on its own: figures and validate never mix runs of different sweeps.
 # With SWEEP names only those sweeps are re-run, and the tables and figures cover only them.
 #
-# Time on a quiet 2-core machine: the seven sweeps are 51 short runs, ~3 minutes; characterize
+# Time on a quiet 2-core machine: the eight sweeps are 58 short runs, ~4 minutes; characterize
 # ~30 s; the analysis under a minute (alone, with --analysis-only: ~10 s). About 4 minutes once
 # dependencies are installed and build/release is built; the Release build from scratch adds
 # ~2 minutes.
 #
-# --set qwen2.5-coder: Figures 3-5 from the real pair, Qwen2.5-Coder-1.5B-Instruct verifying
+# --set qwen2.5-coder: Figures 3-7 from the real pair, Qwen2.5-Coder-1.5B-Instruct verifying
 # Qwen2.5-Coder-0.5B-Instruct on coding tasks (sweeps/qwen-coder/*.toml), into
 # results/qwen2.5-coder/: SWEEP/runs, figures/, summary.txt, validate.txt, machine.txt and
 # numbers.txt (per temperature: alpha, acceptance length, p_hit, budget, T_p, fitted r);
 # its README.md is written by hand from them and left alone. Fetches the two checkpoints
 # (scripts/get-model.sh) when missing and checks the committed prompt ids
 # (sweeps/qwen-coder/prompts.sh); no characterize file, so no roofline and no predict.txt.
-# ~35 minutes of runs on a 2-core machine (fig3 ~11, fig4 ~14, fig5 ~10), most of it
-# loading the pair (~25 s for the target alone, ~50 s for both at once), once per run.
+# ~60 minutes of runs on a 2-core machine (fig3 ~11, fig4 ~14, fig5 ~10, fig6-fallback ~10,
+# fig7-batch ~13, budget-auto ~5), most of it loading the pair (~25 s for the target alone,
+# ~50 s for both at once), once per run.
 #
 # Exit status: nonzero when a run fails, a sweep's figure is not drawn, or validate finds an
 # SD/SSD run without an AR baseline (or an unreadable file). Checks outside validate's
@@ -62,13 +63,13 @@ done
 # characterize than its sweeps take to run).
 out=results sweep_dir=sweeps char=1 models=()
 defaults=(fig7-speedup fig7-pareto fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback
-  fig6-draft-ranks)
+  fig6-draft-ranks budget-auto)
 case "$set_name" in
   "") ;;
   qwen2.5-coder)
     out=results/qwen2.5-coder sweep_dir=sweeps/qwen-coder char=0
     models=(qwen2.5-coder-1.5b qwen2.5-coder-0.5b)
-    defaults=(fig3-fanout fig4-temperature fig5-saguaro-c) ;;
+    defaults=(fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback fig7-batch budget-auto) ;;
   *) echo "make-results.sh: --set: unknown set '$set_name' (known: qwen2.5-coder)" >&2; exit 2 ;;
 esac
 if [ "$analysis_only" -eq 0 ]; then
@@ -124,11 +125,13 @@ draw() {
   /usr/bin/python3 - "$out/figures" "$@" <<'PY'
 import sys
 sys.path.insert(0, "analysis")
-from ssd_analysis import figures as F, figures_detail as D, figures_scale as S, io
+from ssd_analysis import figures as F, figures_detail as D, figures_fallback as FB, \
+    figures_scale as S, io
 out, names, files = sys.argv[1], sys.argv[2].split(","), sys.argv[3:]
 runs, errors = io.load_runs(files)
 makers = dict(F.FIGURES, timeline=lambda rs, d: D.fig_timeline(rs, d, None),
-              roofline=D.fig_roofline, fig6_draft_ranks=S.fig_draft_ranks)
+              roofline=D.fig_roofline, fig6_fallback=FB.fig_fallback,
+              fig6_draft_ranks=S.fig_draft_ranks)
 failed = bool(errors)
 for e in errors:
     print(f"make-results.sh: {e}", file=sys.stderr)
@@ -168,6 +171,7 @@ for i in "${!sweeps[@]}"; do
   # The sweep's own figure (sweep fig3-fanout -> fig3_fanout), from its runs alone; timeline
   # and roofline from the first sweep (fig7-speedup by default) and the characterization.
   want="${name//-/_}"
+  [ "$name" != fig7-batch ] || want="fig7_speedup,fig7_pareto"   # the pair's Figure 7: one sweep
   if [ "$i" -eq 0 ]; then want+=",timeline"; fi
   if [ "$char" -eq 0 ]; then
     draw "$want" "${files[@]}" || status=1
@@ -192,7 +196,13 @@ else
       --characterize results/characterize.h5
     echo
     echo "### predict: Llama-3.1-70B TP4 + Llama-3.2-1B on h100-sxm, 1-4 draft GPUs"
-    analysis/ssd-analyze predict --draft-ranks 1,2,3,4 -b 1,16 --max-budget 256
+    analysis/ssd-analyze predict --draft-ranks 1,2,3,4 -b 1,16
+    echo
+    echo "### predict: Qwen3-32B TP4 + Qwen3-0.6B on h100-sxm (the paper's second setting)"
+    analysis/ssd-analyze predict --target qwen3-32b --draft qwen3-0.6b -b 1,16
+    echo
+    echo "### predict --gpu-steps: the h100-sxm roofline against ssd-bench's own H100 steps"
+    analysis/ssd-analyze predict --gpu-steps
   } > results/predict.txt || status=1
   tail -n 1 results/predict.txt
 fi

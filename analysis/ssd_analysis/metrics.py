@@ -93,6 +93,24 @@ def eq1_mixed(p_primary, p_backup, q):
     return (p_primary - q * d) / (1.0 - q * d)
 
 
+def eq1_finite(p_primary, p_backup, q, lookups_per_sequence):
+    """Equation (1)'s chain over finite sequences: the expected hit rate over sequences of the
+    given numbers of lookups, each starting after a primary speculation (the first round's), a
+    hit leading to a primary round, a miss to a backup one with probability q. Equation (1) is
+    this chain's limit; a sequence of tens of lookups against stays of ~1 / (1 - p_hit,p)
+    rounds in the primary state is still far from it (the first lookups are over-represented
+    in the state it starts in). NaN without lookups."""
+    hits = total = 0.0
+    for n in lookups_per_sequence:
+        s = 1.0   # probability that the speculation looked up came from the primary
+        for _ in range(int(n)):
+            hit = s * p_primary + (1.0 - s) * p_backup
+            hits += hit
+            s = hit + (1.0 - hit) * (1.0 - q)
+        total += n
+    return hits / total if total else math.nan
+
+
 # --- speedup model (Theorem 7, Corollaries 8, 9, 16; Theorem 17) -------------------------
 
 def expected_tokens(p, e_hit_, e_miss_):

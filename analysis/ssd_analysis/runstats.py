@@ -23,6 +23,16 @@ def cv(run):
     return float(np.std(x, ddof=1) / np.mean(x)) if x.size > 1 and np.mean(x) > 0 else 0.0
 
 
+def _lookups_per_sequence(rounds):
+    """Looked-up outcomes of each sequence in each repetition: the lengths of its hit chain."""
+    looked = rounds["outcome_hit"] >= 0
+    keys = np.stack([rounds["rep"][looked], rounds["sequence"][looked]], axis=1)
+    if keys.size == 0:
+        return []
+    _, counts = np.unique(keys, axis=0, return_counts=True)
+    return counts.tolist()
+
+
 def ssd_stats(run):
     """Hit statistics and T's. q: share of the misses (steady rounds not speculated from the
     cache) that the backup speculated; e_miss_primary / e_miss_backup: E_miss of the rounds
@@ -51,6 +61,7 @@ def ssd_stats(run):
             if np.any(later & (r["source"] >= M.SOURCE_PRIMARY)) else math.nan,
             "t_p": summary_t("t_p"), "t_b": summary_t("t_b"),
             "t_jit": summary_t("t_jit"), "t_backup": summary_t("t_backup"),
+            "chain_lengths": _lookups_per_sequence(r),
             # rounds behind each mean, to pool runs by rounds (theorem17)
             "n_hit": int(np.sum(r["source"] == M.SOURCE_HIT)),
             "n_jit": int(np.sum(later & (r["source"] == M.SOURCE_PRIMARY))),

@@ -206,6 +206,33 @@ class PowerLaw(unittest.TestCase):
         self.assertLess(M.fit_power_law_paper_mle(shifted), M.fit_power_law_mle(shifted)[0])
 
 
+class Equation1Finite(unittest.TestCase):
+    def test_long_sequences_reach_equation_1(self):
+        self.assertAlmostEqual(M.eq1_finite(0.9, 0.2, 1.0, [100_000]),
+                               M.eq1_p_hit(0.9, 0.2), places=4)
+        self.assertAlmostEqual(M.eq1_finite(0.9, 0.2, 0.5, [100_000]),
+                               M.eq1_mixed(0.9, 0.2, 0.5), places=4)
+
+    def test_short_sequences_stay_near_the_primary_start(self):
+        # one lookup each: always the primary's hit rate
+        self.assertAlmostEqual(M.eq1_finite(0.9, 0.1, 1.0, [1, 1, 1]), 0.9)
+        # two: 0.9, then 0.9 * 0.9 + 0.1 * 0.1
+        self.assertAlmostEqual(M.eq1_finite(0.9, 0.1, 1.0, [2]), (0.9 + 0.82) / 2)
+        self.assertGreater(M.eq1_finite(0.9, 0.1, 1.0, [30]), M.eq1_p_hit(0.9, 0.1))
+
+    def test_simulated_chains_match(self):
+        rng = np.random.default_rng(7)
+        hits = n = 0
+        for _ in range(4000):
+            primary = True
+            for _ in range(25):
+                hit = rng.random() < (0.85 if primary else 0.15)
+                hits, n = hits + hit, n + 1
+                primary = hit or rng.random() >= 0.7
+        self.assertAlmostEqual(M.eq1_finite(0.85, 0.15, 0.7, [25] * 4000), hits / n,
+                               delta=0.01)
+
+
 class Pareto(unittest.TestCase):
     def test_frontier(self):
         lat = [1.0, 2.0, 3.0, 2.5, 4.0]

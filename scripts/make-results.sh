@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates results/ on this machine, in one command:
 #
-#   scripts/make-results.sh [SWEEP...]   # default: the eight CPU sweeps below
+#   scripts/make-results.sh [SWEEP...]   # default: the seven CPU figure sweeps below
 #   scripts/make-results.sh --analysis-only   # the tables, figures and predict.txt again from
 #                                             # the runs and characterize file already in results/
 #                                             # (after a change to analysis/)
@@ -24,7 +24,7 @@
 # Each sweep is analysed on its own: figures and validate never mix runs of different sweeps.
 # With SWEEP names only those sweeps are re-run, and the tables and figures cover only them.
 #
-# Time on a quiet 2-core machine: the eight sweeps are 58 short runs, ~4 minutes; characterize
+# Time on a quiet 2-core machine: the seven sweeps are 51 short runs, ~3 minutes; characterize
 # ~30 s; the analysis under a minute (alone, with --analysis-only: ~10 s). About 4 minutes once
 # dependencies are installed and build/release is built; the Release build from scratch adds
 # ~2 minutes.
@@ -63,7 +63,7 @@ done
 # characterize than its sweeps take to run).
 out=results sweep_dir=sweeps char=1 models=()
 defaults=(fig7-speedup fig7-pareto fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback
-  fig6-draft-ranks budget-auto)
+  fig6-draft-ranks)
 case "$set_name" in
   "") ;;
   qwen2.5-coder)

@@ -206,7 +206,7 @@ def fig_fanout(runs, out_dir):
                 if miss is None:
                     continue
                 n = sum(a.size for a in pool["primary"] + pool["backup"])
-                label, fit_x, fit_y = f"{name} (n={n})", FANOUTS, fitted
+                label, fit_y = f"{name} (n={n})", fitted
             else:
                 ranks = np.concatenate(pool[kind])
                 if ranks.size < MIN_RANKS:
@@ -218,17 +218,17 @@ def fig_fanout(runs, out_dir):
                 fit = ("no misses at any fan-out" if not np.any(miss > 0) else
                        f"r={r:.2f}\u00b1{se:.2f}, paper's F^-r {r_paper:.2f}"
                        if math.isfinite(r) else "no fit")
-                label = f"{name}: {fit} (n={ranks.size}, {censored} beyond {M.RANK_LIST})"
-                fit_x = FANOUTS
+                n = ranks.size
+                label = f"{name}: {fit} (n={n}, {censored} beyond {M.RANK_LIST})"
                 fit_y = (FANOUTS + 1.0) ** -r if math.isfinite(r) else None
             ok = miss > 0          # the log axis shows only fan-outs with some miss
             ax.plot(FANOUTS[ok], miss[ok], "o", ms=3, color=color, label=label)
             if fit_y is not None:
-                ax.plot(fit_x, fit_y, "--", color=color, linewidth=1)
+                ax.plot(FANOUTS, fit_y, "--", color=color, linewidth=1)
             if np.any(ok):
                 lows.append(miss[ok].min())
                 positive += 1
-            sizes.append(int(np.sum(np.isfinite(miss))))
+            sizes.append(n)
             drawn += 1
         if not drawn:
             ax.text(0.5, 0.5, f"fewer than {MIN_RANKS} rounds of this kind" if kind != "all"

@@ -30,7 +30,6 @@ from . import hardware as H
 from .figures import PALETTE, Skip
 
 
-
 def _cores(run):
     """Online CPUs of the host the run ran on (root attribute host_cpus), or None."""
     try:

@@ -27,8 +27,8 @@ tokens); the AR run of a group is its baseline; `measured = run decode tok/s / A
 
 Also: Equation (1) (with the backup's share of misses, for --fallback auto) against the measured
 p_hit within tol or two standard errors, its chain run over the run's own sequences from a
-primary start (metrics.eq1_finite; the stationary value is printed beside), Corollary 9's bounds against the SD run of the group,
-Theorem 17's b*. Exit status: 0 all checks pass, 1 some do not, 2 a speculative run has no AR
+primary start (metrics.eq1_finite; the stationary value is printed beside), Corollary 9's
+bounds against the SD run of the group, Theorem 17's b*. Exit status: 0 all checks pass, 1 some do not, 2 a speculative run has no AR
 baseline or a file cannot be read.
 """
 import math

@@ -123,8 +123,9 @@ def fig6(runs):
               f"{f(st['e_hit'], '.2f'):>6} {f(e_miss, '.2f'):>6} {misses:>6}")
     bstar, inputs = RS.theorem17(stats)
     if inputs:
-        print(f"Theorem 17, pooled by rounds: p_hit {inputs['p']:.3f}, E_hit {inputs['e_hit']:.2f}, "
-              f"T_jit {inputs['t_slow']:.3f}, backup E_miss {inputs['e_fast']:.2f}: b* = {bstar:.2f}")
+        print(f"Theorem 17, pooled by rounds: p_hit {inputs['p']:.3f}, E_hit "
+              f"{inputs['e_hit']:.2f}, T_jit {inputs['t_slow']:.3f}, backup E_miss "
+              f"{inputs['e_fast']:.2f}: b* = {bstar:.2f}")
 
 
 def fig7(runs):
@@ -156,8 +157,10 @@ def budget_auto(runs):
     print(f"{'--budget':>8} {'built':>6} {'p_hit':>6} {'T_p':>5} {'tok/s':>6} {'xAR':>5}")
     ar = next((r.tok_s for r in runs if r.mode == "ar"), math.nan)
     ssd = [r for r in runs if r.mode == "ssd"]
-    for r in sorted(ssd, key=lambda r: (r.config.get("budget") != "auto",
-                                        float(r.config.get("budget", "0").replace("auto", "0")))):
+    def fixed(r):   # auto first, then the fixed budgets in order
+        budget = r.config.get("budget", "auto")
+        return (budget != "auto", 0 if budget == "auto" else int(budget))
+    for r in sorted(ssd, key=fixed):
         rd = r.rounds
         looked = rd["outcome_hit"] >= 0
         built = float(np.mean(rd["budget"][looked])) if np.any(looked) else math.nan

@@ -252,8 +252,17 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
 // down_proj are 90 KB) walks k in blocks that fit (kXBlockBytes): every panel of a group of
 // kGroupPanels takes one block before the group moves on to the next, its accumulators waiting
 // in a scratch between blocks, as the fp32 GEMM does (matmul_packed.cpp).
-constexpr size_t kXFitsBytes = 24 * 1024;
-constexpr size_t kXBlockBytes = 16 * 1024;
+//
+// 8 KiB, a quarter of Zen 4's 32 KiB L1D. At 24 KiB unblocked and 16 KiB blocks, x shared L1
+// with the weight stream and its prefetches (which evicting which was not measured), and a 5-row
+// call ran 1.3-1.9x a one-row call that reads the same weights. bench_gemm, 1 thread, Zen 4, two
+// interleaved passes, 5 rows: 1b.qo 744-806 -> 532-535 us, 1b.gate 2555-2781 -> 1868-2069,
+// 1b.down 2432-2487 -> 1960-2018, 124m.down 259-261 -> 182-187; 124m.gate (x of 7.5 KiB, never
+// blocked) level. Blocks of 4 KiB were slower again (124m.gate 229-236, 1b.down 2355-2407); 6 and
+// 10 KiB were level with 8 within noise. bench_decode llama-3.2-1b bf16, context 128, two
+// interleaved pairs: 5 rows 169-172 -> 126-128 ms, 3 rows 148-152 -> 133-137, 1 row level.
+constexpr size_t kXFitsBytes = 8 * 1024;
+constexpr size_t kXBlockBytes = 8 * 1024;
 constexpr int kGroupPanels = 32;
 
 void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,

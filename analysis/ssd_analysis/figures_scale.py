@@ -27,6 +27,7 @@ from . import predict_inputs as PI
 from . import predict_cli as PC
 from . import predict_validate as PV
 from . import hardware as H
+from . import measured as MS
 from .figures import PALETTE, Skip
 
 
@@ -74,7 +75,7 @@ def _curve(t_step, d_step, hw, vocab, run, Ds, alpha, r, alpha_b, r_b, K, max_bu
 def _predictions(run, char, Ds):
     """ssd-analyze predict's SSD for the run's inputs with D = each of Ds, on this machine
     (the characterize file's step costs) and on the paper's layout (h100-sxm profile)."""
-    hw = H.cpu_profile(char)
+    hw = MS.cpu_profile(char)
     ctx = PV.run_context(run)
     t_step, shape = PC.steps_for(run.target, char, hw, int(run.config.get("target_tp", 1)),
                                   ctx, f"{run.name}: target")
@@ -82,7 +83,7 @@ def _predictions(run, char, Ds):
     alpha, r, alpha_b, r_b = PV.run_inputs(run)
     here = _curve(t_step, d_step, hw, shape.vocab, run, Ds, alpha, r, alpha_b, r_b,
                   run.lookahead, char=char, ctx=ctx)
-    gpu = H.profile("h100-sxm")
+    gpu = H.PROFILES["h100-sxm"]
     t70 = H.RooflineStep(H.shape_of("llama-3.1-70b"), gpu, 4, 1024)
     d1 = H.RooflineStep(H.shape_of("llama-3.2-1b"), gpu, 1, 1024)
     # predict's own inputs for the paper's setting (predict_inputs.py): alpha implied by the

@@ -11,11 +11,11 @@ branch step: b F) of a model:
   latencies are stated assumptions, the same for every model, never fitted to any throughput.
 * `MeasuredStep` (measured.py), from an `ssd-bench characterize --out` file: the forward passes
   it timed at their row counts, and beyond them the /gemm table's measured per-call times.
-"""
-import math
-from dataclasses import dataclass, replace
 
-import numpy as np
+The characterized CPU's profile (`cpu_profile`) and `profile`, which picks it or a GPU's by name,
+are in measured.py too: they build on its measured steps, and measured.py builds on this module.
+"""
+from dataclasses import dataclass, replace
 
 # --- model shapes: mirror of model/presets.cpp (hidden, intermediate, layers, heads, kv heads,
 # head dim, vocab, tied embeddings). Keep in step with that file.
@@ -130,38 +130,6 @@ PROFILES = {
     "a100-80g": Hardware("a100-80g", 2.039e12, 312e12, ar_busbw=300e9 * 0.8,
                          link_bw=300e9 * 0.8, **_GPU_COMMON),
 }
-
-
-def cpu_profile(char):
-    """This CPU as a roofline, from a characterize file: the AR bound's read bandwidth, the best
-    GEMM rate measured (already achieved, so efficiencies 1), the measured all-reduce and
-    draft<->target link, and the non-GEMM remainder of the target's AR step per layer."""
-    a = char.attrs
-    bw = float(a.get("ar_bound_gbps") or a.get("bandwidth_gbps")) * 1e9
-    gf = np.asarray(char.gemm.get("gflops", [1.0]), float)
-    from .measured import MeasuredStep, host_row_costs   # measured.py builds on this module
-    fwd = MeasuredStep.from_characterize(char, "target")
-    layers = max(1, fwd.shape.layers) if fwd and fwd.shape else 1
-    over = fwd.overhead_1 / layers if fwd else 0.0
-    return Hardware("cpu", bw, float(gf.max()) * 1e9, 1.0, 1.0, over,
-                    float(a.get("all_reduce_latency_s", 0.0) or 0.0),
-                    float(a.get("all_reduce_busbw_gbps", 0.0) or 0.0) * 1e9 or math.inf,
-                    float(a.get("p2p_latency_s", 0.0) or 0.0),
-                    float(a.get("p2p_bandwidth_gbps", 0.0) or 0.0) * 1e9 or math.inf,
-                    int(a.get("element_bytes", 4) if a.get("target_weight_dtype") != "BF16"
-                        else 2), source=f"characterize {char.name}",
-                    **host_row_costs(char))
-
-
-def profile(name, char=None):
-    if name == "cpu":
-        if char is None:
-            raise InputError("--hardware cpu: needs --characterize FILE")
-        return cpu_profile(char)
-    if name not in PROFILES:
-        raise InputError(f"--hardware: unknown profile '{name}' "
-                         f"(one of: {', '.join(PROFILES)}, cpu)")
-    return PROFILES[name]
 
 
 # --- forward-pass costs -----------------------------------------------------------------------

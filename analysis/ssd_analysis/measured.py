@@ -7,12 +7,15 @@ predict` on the machine it characterized:
   of sequences by what the file also timed (a shorter context; one token for many sequences).
 * The rounds it timed as the runs take them: SD's (`sd_round_extras`, `TakingTurns`) and
   SSD's (`ssd_round_factors`, applied by predict.Layout.overlapped).
+* The machine itself as a hardware.Hardware roofline (`cpu_profile`), and `profile`, which
+  picks it (--hardware cpu) or one of hardware.PROFILES by name.
 """
 import json
+import math
 
 import numpy as np
 
-from .hardware import shape_of
+from .hardware import PROFILES, Hardware, InputError, shape_of
 
 
 KV_BYTES = 4   # the K/V cache's element bytes (fp32 on both backends: Backend::alloc)
@@ -265,3 +268,36 @@ def sd_round_extras(char):
         return None
     (v_rows, b, v_s), (d_rows, _, d_s) = rows["verify"], rows["draft"]
     return max(v_s - target(v_rows, b), 0.0), max(d_s - draft(d_rows, b), 0.0)
+
+
+# --- the characterized machine as a hardware profile ----------------------------------------------
+
+def cpu_profile(char):
+    """This CPU as a roofline, from a characterize file: the AR bound's read bandwidth, the best
+    GEMM rate measured (already achieved, so efficiencies 1), the measured all-reduce and
+    draft<->target link, and the non-GEMM remainder of the target's AR step per layer."""
+    a = char.attrs
+    bw = float(a.get("ar_bound_gbps") or a.get("bandwidth_gbps")) * 1e9
+    gf = np.asarray(char.gemm.get("gflops", [1.0]), float)
+    fwd = MeasuredStep.from_characterize(char, "target")
+    layers = max(1, fwd.shape.layers) if fwd and fwd.shape else 1
+    over = fwd.overhead_1 / layers if fwd else 0.0
+    return Hardware("cpu", bw, float(gf.max()) * 1e9, 1.0, 1.0, over,
+                    float(a.get("all_reduce_latency_s", 0.0) or 0.0),
+                    float(a.get("all_reduce_busbw_gbps", 0.0) or 0.0) * 1e9 or math.inf,
+                    float(a.get("p2p_latency_s", 0.0) or 0.0),
+                    float(a.get("p2p_bandwidth_gbps", 0.0) or 0.0) * 1e9 or math.inf,
+                    int(a.get("element_bytes", 4) if a.get("target_weight_dtype") != "BF16"
+                        else 2), source=f"characterize {char.name}",
+                    **host_row_costs(char))
+
+
+def profile(name, char=None):
+    if name == "cpu":
+        if char is None:
+            raise InputError("--hardware cpu: needs --characterize FILE")
+        return cpu_profile(char)
+    if name not in PROFILES:
+        raise InputError(f"--hardware: unknown profile '{name}' "
+                         f"(one of: {', '.join(PROFILES)}, cpu)")
+    return PROFILES[name]

@@ -236,7 +236,7 @@ def steadiness_note(char):
 def predict_grid(args, out=print):
     char = _load_char(args.characterize)
     hw_name = args.hardware or ("cpu" if char is not None else "h100-sxm")
-    hw = H.profile(hw_name, char)
+    hw = MS.profile(hw_name, char)
     specs = H.characterize_specs(char) if char is not None else {}
     target = args.target or (specs.get("target") if hw_name == "cpu" else None) or "llama-3.1-70b"
     draft = args.draft or (specs.get("draft") if hw_name == "cpu" else None) or "llama-3.2-1b"

@@ -10,6 +10,7 @@ import numpy as np
 
 from . import hardware as H
 from . import io as sio
+from . import measured as MS
 from . import metrics as M
 from . import predict as P
 from . import predict_inputs as PI
@@ -127,7 +128,7 @@ def run_context(run):
 
 def predict_run(run, char):
     """Predicted decode tok/s of one run file from the characterize file's step costs."""
-    hw = H.cpu_profile(char)
+    hw = MS.cpu_profile(char)
     b, K, mnt = run.batch_size, run.lookahead, run.max_new_tokens
     ctx = run_context(run)
     t_spec = run.target

@@ -61,9 +61,9 @@ def _curve(t_step, d_step, hw, vocab, run, Ds, alpha, r, alpha_b, r_b, K, max_bu
     out = []
     tp = int(run.config.get("target_tp", 1))
     for D in Ds:
-        lay = PC.layout_for(t_step, d_step, hw, vocab, D, collocated=False,
-                            beside=PC.beside_steps(run.target, run.draft, char, tp, D, ctx),
-                            ssd_round=PC.ssd_round_for(run.target, run.draft, char, tp, D))
+        lay = PI.layout_for(t_step, d_step, hw, vocab, D, collocated=False,
+                            beside=PI.beside_steps(run.target, run.draft, char, tp, D, ctx),
+                            ssd_round=PI.ssd_round_for(run.target, run.draft, char, tp, D))
         ar = P.predict_ar(lay, run.batch_size, run.temperature)
         ssd = P.predict_ssd(lay, run.batch_size, K, alpha, r, run.fallback,
                             temperature=run.temperature, alpha_b=alpha_b, r_b=r_b,
@@ -77,9 +77,9 @@ def _predictions(run, char, Ds):
     (the characterize file's step costs) and on the paper's layout (h100-sxm profile)."""
     hw = MS.cpu_profile(char)
     ctx = PV.run_context(run)
-    t_step, shape = PC.steps_for(run.target, char, hw, int(run.config.get("target_tp", 1)),
+    t_step, shape = PI.steps_for(run.target, char, hw, int(run.config.get("target_tp", 1)),
                                   ctx, f"{run.name}: target")
-    d_step, _ = PC.steps_for(run.draft, char, hw, 1, ctx, f"{run.name}: draft")
+    d_step, _ = PI.steps_for(run.draft, char, hw, 1, ctx, f"{run.name}: draft")
     alpha, r, alpha_b, r_b = PV.run_inputs(run)
     here = _curve(t_step, d_step, hw, shape.vocab, run, Ds, alpha, r, alpha_b, r_b,
                   run.lookahead, char=char, ctx=ctx)
@@ -91,7 +91,7 @@ def _predictions(run, char, Ds):
     # saturates any cache at a few branches.
     vocab = H.shape_of("llama-3.1-70b").vocab
     ar, sd, _ = PC.PAPER[("llama-3.1-70b", "llama-3.2-1b", "h100-sxm", 4, 1, 1)]
-    paper_alpha = PI.implied_alpha(PC.layout_for(t70, d1, gpu, vocab, 1), sd / ar)
+    paper_alpha = PI.implied_alpha(PI.layout_for(t70, d1, gpu, vocab, 1), sd / ar)
     paper_r = PI.PAIR[0.0][1]
     paper = _curve(t70, d1, gpu, vocab, run, Ds, paper_alpha, paper_r, 0.0, None, PI.PAPER_K)
     return here, paper, alpha, r, (paper_alpha, paper_r)

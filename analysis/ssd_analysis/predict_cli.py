@@ -1,9 +1,6 @@
-"""`ssd-analyze predict`: flags, output and the layouts of predict.py's model (validation:
-predict_validate.py)."""
+"""`ssd-analyze predict`: flags and output of predict.py's model (its inputs, step costs and
+layouts: predict_inputs.py; validation: predict_validate.py)."""
 import argparse
-import csv
-import json
-import math
 import sys
 
 from . import hardware as H
@@ -11,6 +8,8 @@ from . import io as sio
 from . import measured as MS
 from . import predict as P
 from . import predict_inputs as PI
+from . import predict_validate as PV
+from .tables import emit_table, format_cell
 
 # Throughputs the paper reports (decode tok/s, greedy, batch 1, target TP=4 on H100s, SSD's
 # draft on one more H100): Appendix B.3's table, "Average" rows (the same numbers as Figure 1
@@ -98,104 +97,10 @@ def add_parser(sub, func):
     return p
 
 
-def _fmt(v, spec):
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "-" if not (isinstance(v, float) and math.isinf(v)) else "inf"
-    return format(v, spec)
-
-
-def _emit(rows, columns, fmt, header, out=print, stream=None):
-    if fmt == "json":
-        json.dump({"inputs": header, "rows": rows}, stream or sys.stdout, indent=1,
-                  default=lambda x: None)
-        (stream or sys.stdout).write("\n")
-        return
-    if fmt == "csv":
-        w = csv.DictWriter(stream or sys.stdout, fieldnames=columns, lineterminator="\n",
-                           extrasaction="ignore")
-        w.writeheader()
-        for r in rows:
-            w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in columns})
-        return
-    for k, v in header.items():
-        out(f"# {k}: {v}")
-    text = [{c: r.get(c + "_txt", _fmt(r.get(c), "")) for c in columns} for r in rows]
-    width = {c: max([len(c)] + [len(t[c]) for t in text]) for c in columns}
-    out("  ".join(c.rjust(width[c]) for c in columns).rstrip())
-    for t in text:
-        out("  ".join(t[c].rjust(width[c]) for c in columns).rstrip())
-
-
-# --- layouts ----------------------------------------------------------------------------------
-
-def layout_for(t_step, d_step, hw, vocab, D, collocated=True, beside=(None, None),
-               turns=(None, None), ssd_round=None):
-    return P.Layout(t_step, d_step, hw.link_latency_s, hw.link_bw, vocab, D, collocated, hw,
-                    *beside, *turns, ssd_round)
-
-
-def _same_pair(target, draft, char, tp):
-    if char is None or tp != 1:
-        return False
-    specs = H.characterize_specs(char)
-    return (_same_spec(specs.get("target", ""), target) and
-            _same_spec(specs.get("draft", ""), draft))
-
-
-def ssd_round_for(target, draft, char, tp, D):
-    """SSD's round's (delta, build_factor) when the characterize file timed it for this very
-    pair (measured.ssd_round_factors); else None."""
-    return MS.ssd_round_factors(char) if D >= 1 and _same_pair(target, draft, char, tp) else None
-
-
-def turns_steps(target, draft, char, tp, t_step, d_step):
-    """(target, draft) costs as collocated SD takes turns: the steps plus what characterize
-    measured them to cost more in SD's round for this very pair (measured.sd_round_extras);
-    else (None, None)."""
-    if not _same_pair(target, draft, char, tp):
-        return None, None
-    extras = MS.sd_round_extras(char)
-    if extras is None:
-        return None, None
-    return MS.TakingTurns(t_step, extras[0]), MS.TakingTurns(d_step, extras[1])
-
-
-def _same_spec(a, b):
-    return a == b or a.removeprefix("synthetic:") == b.removeprefix("synthetic:")
-
-
-def steps_for(spec, char, hw, tp, context, where):
-    """A model's step cost: the characterize file's measurement (timed alone) when it measured
-    that model (on one rank), else the roofline on `hw`."""
-    if char is not None and tp == 1:
-        for role, s in H.characterize_specs(char).items():
-            if _same_spec(s, spec):
-                step = MS.MeasuredStep.from_characterize(char, role, context=context)
-                if step is not None:
-                    return step, step.shape or H.shape_of(spec, where)
-    shape = H.shape_of(spec, where)
-    return H.RooflineStep(shape, hw, tp, context), shape
-
-
-def beside_steps(target, draft, char, tp, D, context=None):
-    """(target, draft) costs timed side by side, as SSD overlaps them, when the characterize
-    file measured this very pair with a separate draft rank; else (None, None): how much two
-    ranks slow each other depends on which two models share the memory."""
-    if char is None or tp != 1 or D < 1:
-        return None, None
-    specs = H.characterize_specs(char)
-    if not (_same_spec(specs.get("target", ""), target) and
-            _same_spec(specs.get("draft", ""), draft)):
-        return None, None
-    return tuple(MS.MeasuredStep.from_characterize(char, role, concurrent=True, context=context)
-                 for role in ("target", "draft"))
-
-
 def cmd_predict(args):
     try:
         if args.validate:
-            from .predict_validate import validate   # it imports this module's helpers
-            return validate(args)
+            return PV.validate(args)
         if args.gpu_steps:
             n = PI.gpu_step_check()
             print(f"# {n} of {len(PI.GPU_STEPS_H100)} steps within "
@@ -208,33 +113,8 @@ def cmd_predict(args):
         return 2
 
 
-def _load_char(path):
-    if not path:
-        return None
-    try:
-        c = sio.load_run(path)
-    except sio.AnalysisError as e:
-        raise H.InputError(f"--characterize: {e}")
-    if not c.is_characterize:
-        raise H.InputError(f"--characterize: {path} is a run file, not a characterize file")
-    return c
-
-
-def steadiness_note(char):
-    """The characterize file's own warning (ssd-bench's unsteady_passes attribute): passes of more
-    rows that timed clearly below passes of fewer, so the host was disturbed while it measured and
-    predictions inherit that. None when the file has no such passes (or predates the check)."""
-    if char is None:
-        return None
-    n = int(char.attrs.get("unsteady_passes", 0) or 0)
-    if n == 0:
-        return None
-    return (f"WARNING: the file flags {n} unsteady pass(es), timed while its host was disturbed "
-            f"(run characterize again): {char.attrs.get('unsteady', '')}")
-
-
 def predict_grid(args, out=print):
-    char = _load_char(args.characterize)
+    char = PI.load_characterize(args.characterize)
     hw_name = args.hardware or ("cpu" if char is not None else "h100-sxm")
     hw = MS.profile(hw_name, char)
     specs = H.characterize_specs(char) if char is not None else {}
@@ -250,14 +130,14 @@ def predict_grid(args, out=print):
     rows, notes, inputs = [], [], {}
     short = (target.removeprefix("synthetic:"), draft.removeprefix("synthetic:"), hw.name)
     for tp in tps:
-        t_step, t_shape = steps_for(target, char, hw, tp, ctx, "--target")
-        d_step, _ = steps_for(draft, char, hw, 1, ctx, "--draft")
+        t_step, t_shape = PI.steps_for(target, char, hw, tp, ctx, "--target")
+        d_step, _ = PI.steps_for(draft, char, hw, 1, ctx, "--draft")
 
         def lay_for(D):
-            return layout_for(t_step, d_step, hw, t_shape.vocab, D,
-                              beside=beside_steps(target, draft, char, tp, D, ctx),
-                              turns=turns_steps(target, draft, char, tp, t_step, d_step),
-                              ssd_round=ssd_round_for(target, draft, char, tp, D))
+            return PI.layout_for(t_step, d_step, hw, t_shape.vocab, D,
+                                 beside=PI.beside_steps(target, draft, char, tp, D, ctx),
+                                 turns=PI.turns_steps(target, draft, char, tp, t_step, d_step),
+                                 ssd_round=PI.ssd_round_for(target, draft, char, tp, D))
         paper_b1 = PAPER.get((*short, tp, 1, 1))
         alpha, r, sources = PI.resolve(args, lay_for(1), paper_b1)
         inputs.setdefault("alpha", []).append(f"{alpha:.3f} ({sources['alpha']})")
@@ -288,7 +168,7 @@ def predict_grid(args, out=print):
         "columns": "tok/s; K/B/fallback/shape = the best SSD config (Corollary 16); "
                    "B_win = per-sequence budget hidden by verification; b* = Theorem 17; "
                    "paper_* = Appendix B.3 (comparison only); * = at a search cap (notes)"})
-    note = steadiness_note(char)
+    note = PI.steadiness_note(char)
     if note:
         header["steadiness"] = note
     if args.format == "json":
@@ -297,9 +177,9 @@ def predict_grid(args, out=print):
         for c, spec in (("AR", ".1f"), ("SD", ".1f"), ("SSD", ".1f"), ("p_hit", ".3f"),
                         ("T_p", ".2f"), ("b*", ".1f"), ("SSD/SD", ".2f"), ("SSD/AR", ".2f"),
                         ("paper_AR", ".1f"), ("paper_SD", ".1f"), ("paper_SSD", ".1f")):
-            row[c + "_txt"] = _fmt(row[c], spec)
+            row[c + "_txt"] = format_cell(row[c], spec)
     cols = COLUMNS if len(tps) == 1 else ["target_tp"] + COLUMNS
-    _emit(rows, cols, args.format, header, out)
+    emit_table(rows, cols, args.format, header, out)
     if args.format == "text":
         for n in notes:
             out(f"# note: {n}")

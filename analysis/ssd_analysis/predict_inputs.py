@@ -15,7 +15,16 @@ Search caps. K is searched over 1..K_CAP and the budget up to --max-budget (defa
 ssd-bench's own -k auto and --budget auto stop there (ssd/lookahead.h kMaxAutoLookahead,
 ssd/budget.h kMaxAutoBudget), so the forecast is a configuration the defaults can reach. Where
 a cap binds, `cap_notes` says so and gives the uncapped optimum and the flags that run it.
+
+Step costs. `load_characterize` reads --characterize FILE, `steadiness_note` is its own warning.
+A model's step is that file's measurement where it timed the model on one rank (`steps_for`),
+else hardware.RooflineStep; for the very pair it timed, also as the runs take them: side by side
+(`beside_steps`), in SD's turns (`turns_steps`) and in SSD's round (`ssd_round_for`).
+`layout_for` puts them into predict.Layout.
 """
+from . import hardware as H
+from . import io as sio
+from . import measured as MS
 from . import predict as P
 
 PAPER_K = 5
@@ -130,7 +139,6 @@ GPU_TOL = 0.15
 def gpu_step_check(out=print):
     """The h100-sxm roofline's step against the steps measured on an H100; returns how many
     land within GPU_TOL. A roofline is a floor: what it misses is the engine's own cost."""
-    from . import hardware as H
     hw = H.PROFILES["h100-sxm"]
     out(f"{'model':<14} {'rows':>4} {'measured ms':>11} {'roofline ms':>11} {'error':>7}  "
         "within 15%")
@@ -142,3 +150,95 @@ def gpu_step_check(out=print):
         out(f"{model:<14} {rows:>4} {ms:>11.2f} {step:>11.2f} {100 * err:>+6.0f}%  "
             f"{'yes' if abs(err) <= GPU_TOL else 'NO'}")
     return within
+
+
+# --- step costs and layouts -----------------------------------------------------------------------
+
+def load_characterize(path):
+    """The characterize file at `path` (--characterize), None without one; InputError naming
+    the flag when it cannot be read or is a run file."""
+    if not path:
+        return None
+    try:
+        c = sio.load_run(path)
+    except sio.AnalysisError as e:
+        raise H.InputError(f"--characterize: {e}")
+    if not c.is_characterize:
+        raise H.InputError(f"--characterize: {path} is a run file, not a characterize file")
+    return c
+
+
+def steadiness_note(char):
+    """The characterize file's own warning (ssd-bench's unsteady_passes attribute): passes of more
+    rows that timed clearly below passes of fewer, so the host was disturbed while it measured and
+    predictions inherit that. None when the file has no such passes (or predates the check)."""
+    if char is None:
+        return None
+    n = int(char.attrs.get("unsteady_passes", 0) or 0)
+    if n == 0:
+        return None
+    return (f"WARNING: the file flags {n} unsteady pass(es), timed while its host was disturbed "
+            f"(run characterize again): {char.attrs.get('unsteady', '')}")
+
+
+def layout_for(t_step, d_step, hw, vocab, D, collocated=True, beside=(None, None),
+               turns=(None, None), ssd_round=None):
+    return P.Layout(t_step, d_step, hw.link_latency_s, hw.link_bw, vocab, D, collocated, hw,
+                    *beside, *turns, ssd_round)
+
+
+def _same_pair(target, draft, char, tp):
+    if char is None or tp != 1:
+        return False
+    specs = H.characterize_specs(char)
+    return (_same_spec(specs.get("target", ""), target) and
+            _same_spec(specs.get("draft", ""), draft))
+
+
+def ssd_round_for(target, draft, char, tp, D):
+    """SSD's round's (delta, build_factor) when the characterize file timed it for this very
+    pair (measured.ssd_round_factors); else None."""
+    return MS.ssd_round_factors(char) if D >= 1 and _same_pair(target, draft, char, tp) else None
+
+
+def turns_steps(target, draft, char, tp, t_step, d_step):
+    """(target, draft) costs as collocated SD takes turns: the steps plus what characterize
+    measured them to cost more in SD's round for this very pair (measured.sd_round_extras);
+    else (None, None)."""
+    if not _same_pair(target, draft, char, tp):
+        return None, None
+    extras = MS.sd_round_extras(char)
+    if extras is None:
+        return None, None
+    return MS.TakingTurns(t_step, extras[0]), MS.TakingTurns(d_step, extras[1])
+
+
+def _same_spec(a, b):
+    return a == b or a.removeprefix("synthetic:") == b.removeprefix("synthetic:")
+
+
+def steps_for(spec, char, hw, tp, context, where):
+    """A model's step cost: the characterize file's measurement (timed alone) when it measured
+    that model (on one rank), else the roofline on `hw`."""
+    if char is not None and tp == 1:
+        for role, s in H.characterize_specs(char).items():
+            if _same_spec(s, spec):
+                step = MS.MeasuredStep.from_characterize(char, role, context=context)
+                if step is not None:
+                    return step, step.shape or H.shape_of(spec, where)
+    shape = H.shape_of(spec, where)
+    return H.RooflineStep(shape, hw, tp, context), shape
+
+
+def beside_steps(target, draft, char, tp, D, context=None):
+    """(target, draft) costs timed side by side, as SSD overlaps them, when the characterize
+    file measured this very pair with a separate draft rank; else (None, None): how much two
+    ranks slow each other depends on which two models share the memory."""
+    if char is None or tp != 1 or D < 1:
+        return None, None
+    specs = H.characterize_specs(char)
+    if not (_same_spec(specs.get("target", ""), target) and
+            _same_spec(specs.get("draft", ""), draft)):
+        return None, None
+    return tuple(MS.MeasuredStep.from_characterize(char, role, concurrent=True, context=context)
+                 for role in ("target", "draft"))

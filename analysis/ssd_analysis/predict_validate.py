@@ -14,8 +14,7 @@ from . import measured as MS
 from . import metrics as M
 from . import predict as P
 from . import predict_inputs as PI
-from .predict_cli import (_emit, _fmt, _load_char, beside_steps, layout_for, ssd_round_for,
-                          steadiness_note, steps_for, turns_steps)
+from .tables import emit_table, format_cell
 
 
 def run_inputs(run):
@@ -133,17 +132,18 @@ def predict_run(run, char):
     ctx = run_context(run)
     t_spec = run.target
     d_spec = t_spec if run.draft.startswith("perturb:") else run.draft
-    t_step, shape = steps_for(t_spec, char, hw, int(run.config.get("target_tp", 1)), ctx,
-                               f"{run.name}: target")
+    t_step, shape = PI.steps_for(t_spec, char, hw, int(run.config.get("target_tp", 1)), ctx,
+                                  f"{run.name}: target")
     if run.mode == "ar":
-        return P.predict_ar(layout_for(t_step, t_step, hw, shape.vocab, 1), b, run.temperature), {}
-    d_step, _ = steps_for(d_spec, char, hw, 1, ctx, f"{run.name}: draft")
+        return P.predict_ar(PI.layout_for(t_step, t_step, hw, shape.vocab, 1), b,
+                            run.temperature), {}
+    d_step, _ = PI.steps_for(d_spec, char, hw, 1, ctx, f"{run.name}: draft")
     D = max(int(run.config.get("draft_ranks", 1) or 0), 0)
     tp = int(run.config.get("target_tp", 1))
-    lay = layout_for(t_step, d_step, hw, shape.vocab, max(D, 1), collocated=(D == 0),
-                     beside=beside_steps(t_spec, d_spec, char, tp, D, ctx),
-                     turns=turns_steps(t_spec, d_spec, char, tp, t_step, d_step),
-                     ssd_round=ssd_round_for(t_spec, d_spec, char, tp, D))
+    lay = PI.layout_for(t_step, d_step, hw, shape.vocab, max(D, 1), collocated=(D == 0),
+                        beside=PI.beside_steps(t_spec, d_spec, char, tp, D, ctx),
+                        turns=PI.turns_steps(t_spec, d_spec, char, tp, t_step, d_step),
+                        ssd_round=PI.ssd_round_for(t_spec, d_spec, char, tp, D))
     alpha, r, alpha_b, r_b = run_inputs(run)
     info = {"alpha": alpha, "r": r}
     if run.mode == "sd":
@@ -192,7 +192,7 @@ def predict_run(run, char):
 def validate(args, out=print):
     if not args.characterize:
         raise H.InputError("--validate: needs --characterize FILE (the machine's step costs)")
-    char = _load_char(args.characterize)
+    char = PI.load_characterize(args.characterize)
     runs, errors = sio.load_runs(args.validate)
     for e in errors:
         print(f"ssd-analyze predict: {e}", file=sys.stderr)
@@ -243,7 +243,7 @@ def validate(args, out=print):
         for c, spec in (("alpha", ".3f"), ("r", ".2f"), ("p_hit", ".3f"), ("T_p", ".2f"),
                         ("predicted", ".1f"), ("measured", ".1f"), ("rel_err", "+.1%"),
                         ("x_pred", ".3f"), ("x_meas", ".3f"), ("x_err", "+.1%")):
-            r[c + "_txt"] = _fmt(r[c], spec)
+            r[c + "_txt"] = format_cell(r[c], spec)
         r["within_txt"] = ("n/a: ranks > CPUs" if r["oversubscribed"] else
                            f"n/a: {r['threads']} threads, file {file_threads}"
                            if r["other_threads"] else "yes" if r["within"] else "NO")
@@ -254,10 +254,10 @@ def validate(args, out=print):
               "x_pred, x_meas, x_err": "an SD/SSD run's speedup over the AR run of its own "
                                        "sweep, predicted and measured: the host's drift "
                                        "between characterize and the sweep cancels"}
-    note = steadiness_note(char)
+    note = PI.steadiness_note(char)
     if note:
         header["steadiness"] = note
-    _emit(rows, cols, args.format, header, out)
+    emit_table(rows, cols, args.format, header, out)
     counted = [r for r in rows if not r["oversubscribed"] and not r["other_threads"]]
     n_ok = sum(r["within"] for r in counted)
     if args.format == "text":

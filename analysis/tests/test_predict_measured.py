@@ -39,7 +39,7 @@ class Steadiness(unittest.TestCase):
 
     def test_warns_only_for_flagged_files(self):
         from types import SimpleNamespace
-        from ssd_analysis.predict_cli import steadiness_note
+        from ssd_analysis.predict_inputs import steadiness_note
         self.assertIsNone(steadiness_note(None))
         self.assertIsNone(steadiness_note(SimpleNamespace(attrs={})))  # before the check
         self.assertIsNone(steadiness_note(SimpleNamespace(attrs={"unsteady_passes": 0,
@@ -56,19 +56,19 @@ class SideBySide(unittest.TestCase):
     ones timed side by side, for the very pair characterize measured."""
 
     def test_steps_pick_alone_or_beside(self):
-        from ssd_analysis import predict_cli as PC
+        from ssd_analysis import predict_inputs as PI
         char = fake_characterize()
         alone = MS.MeasuredStep.from_characterize(char, "target")
         beside = MS.MeasuredStep.from_characterize(char, "target", concurrent=True)
         self.assertAlmostEqual(alone(1), 0.010)
         self.assertAlmostEqual(beside(5), 0.030)
-        t, d = PC.beside_steps("synthetic:llama-124m", "llama-12m", char, 1, 1)
+        t, d = PI.beside_steps("synthetic:llama-124m", "llama-12m", char, 1, 1)
         self.assertAlmostEqual(t(5), 0.030)
         self.assertAlmostEqual(d(1), 0.002)
         # another pair, a collocated draft or a TP group: nothing measured side by side
-        self.assertEqual(PC.beside_steps("llama-12m", "llama-12m", char, 1, 1), (None, None))
-        self.assertEqual(PC.beside_steps("llama-124m", "llama-12m", char, 1, 0), (None, None))
-        self.assertEqual(PC.beside_steps("llama-124m", "llama-12m", char, 2, 1), (None, None))
+        self.assertEqual(PI.beside_steps("llama-12m", "llama-12m", char, 1, 1), (None, None))
+        self.assertEqual(PI.beside_steps("llama-124m", "llama-12m", char, 1, 0), (None, None))
+        self.assertEqual(PI.beside_steps("llama-124m", "llama-12m", char, 2, 1), (None, None))
 
     def test_attention_cost_scales_to_the_runs_context(self):
         char = fake_characterize()
@@ -89,12 +89,12 @@ class SideBySide(unittest.TestCase):
                                0.001)
 
     def test_ssd_slower_beside_sd_and_ar_unchanged(self):
-        from ssd_analysis import predict_cli as PC
+        from ssd_analysis import predict_inputs as PI
         char = fake_characterize()
         t, d = (MS.MeasuredStep.from_characterize(char, r) for r in ("target", "draft"))
         plain = P.Layout(t, d, 1e-6, 1e9, 32000, 1, False)
         side = P.Layout(t, d, 1e-6, 1e9, 32000, 1, False, None,
-                        *PC.beside_steps("llama-124m", "llama-12m", char, 1, 1))
+                        *PI.beside_steps("llama-124m", "llama-12m", char, 1, 1))
         self.assertEqual(P.predict_ar(side, 1).tok_s, P.predict_ar(plain, 1).tok_s)
         self.assertEqual(P.predict_sd(side, 1, 4, 0.8).tok_s, P.predict_sd(plain, 1, 4, 0.8).tok_s)
         fast = P.predict_ssd(plain, 1, 4, 0.8, 0.7, budget=2)
@@ -129,7 +129,7 @@ class Rounds(unittest.TestCase):
     of many sequences."""
 
     def test_sd_round_adds_to_collocated_sd_only(self):
-        from ssd_analysis import predict_cli as PC
+        from ssd_analysis import predict_inputs as PI
         # in SD's round the verification took 0.018 (0.015 alone), a draft step 0.0015 (0.001)
         char = with_rounds(fake_characterize(), [("sd", "verify", 5, 1, 0.018, 0),
                                                  ("sd", "draft", 1, 1, 0.0015, 0)])
@@ -138,12 +138,12 @@ class Rounds(unittest.TestCase):
         self.assertAlmostEqual(extras[1], 0.0005)
         t, d = (MS.MeasuredStep.from_characterize(char, r) for r in ("target", "draft"))
         self.assertAlmostEqual(t(5), 0.015)   # the round's rows are not points of the step
-        turns = PC.turns_steps("llama-124m", "llama-12m", char, 1, t, d)
+        turns = PI.turns_steps("llama-124m", "llama-12m", char, 1, t, d)
         self.assertAlmostEqual(turns[0](5), 0.018)
         self.assertAlmostEqual(turns[1](1), 0.0015)
         # the same seconds at other rows: weights read again, whatever the rows
         self.assertAlmostEqual(turns[0](1), 0.010 + 0.003)
-        self.assertEqual(PC.turns_steps("llama-12m", "llama-12m", char, 1, t, d), (None, None))
+        self.assertEqual(PI.turns_steps("llama-12m", "llama-12m", char, 1, t, d), (None, None))
         plain = P.Layout(t, d, 1e-6, 1e9, 32000, 1, True)
         turned = P.Layout(t, d, 1e-6, 1e9, 32000, 1, True, None, None, None, *turns)
         sd, sd_turned = P.predict_sd(plain, 1, 4, 0.8), P.predict_sd(turned, 1, 4, 0.8)
@@ -155,7 +155,7 @@ class Rounds(unittest.TestCase):
         self.assertLess(P.predict_sd(separate, 1, 4, 0.8).round_s, sd_turned.round_s)
 
     def test_ssd_round_slows_the_verification_by_the_overlap(self):
-        from ssd_analysis import predict_cli as PC
+        from ssd_analysis import predict_inputs as PI
         # SSD's round: the verification 0.018 beside a build of 0.012 (0.002 + 4 x 0.0025
         # alone: glue = the 5-row pass, branch steps of 10 rows interpolated past 5 rows)
         # and just-in-time steps of 0.0015 (0.001 alone)
@@ -170,7 +170,7 @@ class Rounds(unittest.TestCase):
         self.assertAlmostEqual(extra, (0.018 - 0.015) / (0.012 / 0.018))
         t = MS.MeasuredStep.from_characterize(char, "target")
         lay = P.Layout(t, d, 1e-6, 1e9, 32000, 1, False,
-                       ssd_round=PC.ssd_round_for("llama-124m", "llama-12m", char, 1, 1))
+                       ssd_round=PI.ssd_round_for("llama-124m", "llama-12m", char, 1, 1))
         self.assertIs(lay.side_by_side()[0], t)   # alone costs, scaled by overlapped()
         v, b = lay.overlapped(0.015, alone_build)
         self.assertAlmostEqual(b, 0.012)
@@ -178,7 +178,7 @@ class Rounds(unittest.TestCase):
         self.assertAlmostEqual(lay.overlapped(0.015, 0.0)[0], 0.015)   # no build, no slowdown
         self.assertAlmostEqual(lay.overlapped(0.015, 1.0)[0], 0.015 + extra)
         self.assertAlmostEqual(lay.overlapped(0.150, 1.0)[0], 0.150 + extra)   # seconds
-        self.assertIsNone(PC.ssd_round_for("llama-124m", "llama-12m", char, 1, 0))
+        self.assertIsNone(PI.ssd_round_for("llama-124m", "llama-12m", char, 1, 0))
         self.assertAlmostEqual(lay.fallback_step(1), 0.0015)
         self.assertAlmostEqual(replace(lay, ssd_round=None).fallback_step(1), 0.001)
         # a bigger cache overlaps more of the verification: each round costs more (the

@@ -18,24 +18,18 @@ import math
 import os
 from collections import OrderedDict
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from . import metrics as M  # noqa: E402
-from . import validate as V  # noqa: E402
+from . import figures_detail as D
+from . import figures_fallback as FB
+from . import figures_scale as S
+from . import metrics as M
+from . import validate as V
+from .figures_base import PALETTE, Skip, short, speculative  # and: the Agg backend, the style
 
 MODE_COLORS = {"ar": "#7f7f7f", "sd": "#1f77b4", "ssd": "#d62728"}
 MARKERS = {"ar": "s", "sd": "o", "ssd": "^"}
-PALETTE = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-plt.rcParams.update({"font.size": 10, "axes.grid": True, "grid.alpha": 0.3,
-                     "savefig.dpi": 150, "figure.constrained_layout.use": True})
-
-
-class Skip(Exception):
-    """A figure whose inputs are missing; the message says what is missing."""
 
 
 def save(fig, out_dir, name):
@@ -46,17 +40,9 @@ def save(fig, out_dir, name):
     return paths
 
 
-def short(spec):
-    return str(spec).removeprefix("synthetic:")
-
-
 def group_title(key):
     target, b, temp, n, _ = key
     return f"{_model(target)}\nb={b} T={temp:g} n={n}"
-
-
-def _speculative(runs, mode=None):
-    return [r for r in runs if r.mode in ((mode,) if mode else ("sd", "ssd")) and r.has_rounds]
 
 
 # --- (a) Figure 7 left -----------------------------------------------------------------------
@@ -168,7 +154,7 @@ MIN_RANKS = 10     # fewer looked-up outcomes than this make no curve
 
 def fig_fanout(runs, out_dir):
     pools = OrderedDict()
-    for r in _speculative(runs, "ssd"):
+    for r in speculative(runs, "ssd"):
         rd = r.rounds
         looked = rd["outcome_hit"] >= 0
         if not np.any(looked):
@@ -185,7 +171,7 @@ def fig_fanout(runs, out_dir):
     if len(pools) > MAX_SERIES:   # keep the setups with the most lookups
         keep = sorted(pools, key=lambda k: -sum(len(a) for a in pools[k]["all"]))[:MAX_SERIES]
         pools = OrderedDict((k, v) for k, v in pools.items() if k in keep)
-    backups = "/".join(sorted({r.backup for r in _speculative(runs, "ssd")} - {"-"}))
+    backups = "/".join(sorted({r.backup for r in speculative(runs, "ssd")} - {"-"}))
     pairs = {f"{_model(k[0])}/{_model(k[1])}" for k in pools}
     pair = pairs.pop() if len(pairs) == 1 and len(pools) > 1 else ""   # said once, in the title
     panels = [("primary", "after a primary speculation: 1 - p_hit,p(F)"),
@@ -288,7 +274,7 @@ def _cache(r):
 # --- (d) Figure 4 ----------------------------------------------------------------------------
 
 def fig_temperature(runs, out_dir):
-    ssd = _speculative(runs, "ssd")
+    ssd = speculative(runs, "ssd")
     if len({r.temperature for r in ssd}) < 2:
         raise Skip("needs SSD runs at two or more temperatures")
     series = OrderedDict()
@@ -360,7 +346,7 @@ def _speed_caveat(ssd, ar_by_t):
 
 def fig_saguaro_c(runs, out_dir):
     series = OrderedDict()
-    for r in _speculative(runs, "ssd"):
+    for r in speculative(runs, "ssd"):
         series.setdefault(r.sweep_key() + (r.draft, r.fanout), []).append(r)
     series = OrderedDict((k, v) for k, v in series.items() if len({r.saguaro_c for r in v}) > 1)
     if not series:
@@ -402,9 +388,6 @@ FIGURES = [("fig7_speedup", fig_speedup), ("fig7_pareto", fig_pareto),
 
 def make_all(runs, out_dir, out, timeline_run=None):
     """Writes every figure whose inputs exist; prints one line per figure; returns paths."""
-    from . import figures_detail as D
-    from . import figures_scale as S
-    from . import figures_fallback as FB
     figures = FIGURES + [("fig6_fallback", FB.fig_fallback),
                          ("fig6_draft_ranks", S.fig_draft_ranks),
                          ("timeline", lambda rs, d: D.fig_timeline(rs, d, timeline_run)),

@@ -9,7 +9,7 @@ from matplotlib.patches import Patch
 
 from . import timing as T
 from . import validate as V
-from .figures import PALETTE, Skip, short
+from .figures_base import PALETTE, Skip, short
 
 COLORS = {"prefill": "#8c564b", "verify": "#1f77b4", "accept": "#17becf",
           "idle": "#e0e0e0", "draft": "#ff7f0e", "fallback": "#d62728", "lookup": "#bcbd22",

@@ -8,11 +8,11 @@ import numpy as np
 
 from . import metrics as M
 from . import validate as V
-from .figures import PALETTE, Skip, _speculative
+from .figures_base import PALETTE, Skip, speculative
 
 
 def fig_fallback(runs, out_dir):
-    ssd = [r for r in _speculative(runs, "ssd") if r.fallback in ("primary", "backup")]
+    ssd = [r for r in speculative(runs, "ssd") if r.fallback in ("primary", "backup")]
     kinds = {r.fallback for r in ssd}
     if kinds != {"primary", "backup"}:
         raise Skip("needs SSD runs with --fallback primary and with --fallback backup")

@@ -28,7 +28,7 @@ from . import predict_cli as PC
 from . import predict_validate as PV
 from . import hardware as H
 from . import measured as MS
-from .figures import PALETTE, Skip
+from .figures_base import PALETTE, Skip
 
 
 def _cores(run):

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 
 #include "harness/run_info.h"
@@ -57,21 +58,10 @@ double auto_or_number(const std::string& flag, const std::string& value, double 
   return v;
 }
 
-// --outcomes, validated; synthetic outcomes only with --mode sd or ssd.
-OutcomeModel outcome_model(const RunConfig& c) {
-  OutcomeModel m;
-  if (c.outcomes == "real") return m;
-  const std::string prefix = "synthetic:";
-  const std::string expected =
-      "--outcomes: expected real or synthetic:alpha=A,r=R[,alpha_b=AB,r_b=RB] with A, AB in "
-      "[0, 1] and R, RB > 0, got '" +
-      c.outcomes + "'";
-  if (c.outcomes.rfind(prefix, 0) != 0) throw InputError(expected);
-  if (c.mode == Mode::AR) throw InputError("--outcomes: synthetic outcomes need --mode sd or ssd");
-  m.synthetic = true;
-  // The drawn outcomes follow A and R alone. A temperature or a SAGUARO C changes what a real
-  // verification accepts and which bonus tokens come, but not these draws, so the run would
-  // measure T = 0, C = 1 outcomes under another label.
+// Synthetic outcomes are drawn from --outcomes' A and R alone. A temperature or a SAGUARO C
+// changes what a real verification accepts and which bonus tokens come, but not these draws, so
+// the run would measure T = 0, C = 1 outcomes under another label: refused.
+void refuse_flags_synthetic_outcomes_ignore(const RunConfig& c) {
   const auto ignored = [](const std::string& flag, double value, const std::string& instead) {
     std::ostringstream shown;
     shown << value;
@@ -87,8 +77,16 @@ OutcomeModel outcome_model(const RunConfig& c) {
   if (c.draft_temperature > 0)
     throw ignored("--draft-temperature", c.draft_temperature,
                   "at that draft temperature without the flag");
-  bool have_alpha = false, have_r = false, have_alpha_b = false, have_r_b = false;
-  std::string rest = c.outcomes.substr(prefix.size());
+}
+
+// The key=value items after "synthetic:", each key at most once; `expected` is the error for
+// anything else. The backup's values stay unset when not given.
+struct OutcomeItems {
+  std::optional<double> alpha, r, alpha_backup, r_backup;
+};
+
+OutcomeItems parse_outcome_items(std::string rest, const std::string& expected) {
+  OutcomeItems items;
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
     const std::string item = rest.substr(0, comma);
@@ -100,32 +98,47 @@ OutcomeModel outcome_model(const RunConfig& c) {
     const double v = std::strtod(value.c_str(), &end);
     if (value.empty() || *end != '\0') throw InputError(expected);
     const bool probability = v >= 0 && v <= 1, exponent = v > 0 && std::isfinite(v);
-    if (key == "alpha" && probability && !have_alpha) {
-      m.alpha = v;
-      have_alpha = true;
-    } else if (key == "r" && exponent && !have_r) {
-      m.r = v;
-      have_r = true;
-    } else if (key == "alpha_b" && probability && !have_alpha_b) {
-      m.alpha_backup = v;
-      have_alpha_b = true;
-    } else if (key == "r_b" && exponent && !have_r_b) {
-      m.r_backup = v;
-      have_r_b = true;
-    } else {
-      throw InputError(expected);
-    }
+    std::optional<double>* slot = key == "alpha"     ? &items.alpha
+                                  : key == "r"       ? &items.r
+                                  : key == "alpha_b" ? &items.alpha_backup
+                                  : key == "r_b"     ? &items.r_backup
+                                                     : nullptr;
+    const bool valid = key == "alpha" || key == "alpha_b" ? probability : exponent;
+    if (!slot || slot->has_value() || !valid) throw InputError(expected);
+    *slot = v;
   }
-  if (!have_alpha || !have_r) throw InputError(expected);
+  if (!items.alpha || !items.r) throw InputError(expected);
+  return items;
+}
+
+// --outcomes, validated; synthetic outcomes only with --mode sd or ssd.
+OutcomeModel outcome_model(const RunConfig& c) {
+  OutcomeModel m;
+  if (c.outcomes == "real") return m;
+  const std::string prefix = "synthetic:";
+  const std::string expected =
+      "--outcomes: expected real or synthetic:alpha=A,r=R[,alpha_b=AB,r_b=RB] with A, AB in "
+      "[0, 1] and R, RB > 0, got '" +
+      c.outcomes + "'";
+  if (c.outcomes.rfind(prefix, 0) != 0) throw InputError(expected);
+  if (c.mode == Mode::AR) throw InputError("--outcomes: synthetic outcomes need --mode sd or ssd");
+  m.synthetic = true;
+  refuse_flags_synthetic_outcomes_ignore(c);
+  const OutcomeItems items = parse_outcome_items(c.outcomes.substr(prefix.size()), expected);
+  m.alpha = *items.alpha;
+  m.r = *items.r;
+  if (items.alpha_backup) m.alpha_backup = *items.alpha_backup;
   // After a backup round (k = 0 nearly always) the bonus is the target's own next token, not a
   // residual: the draft's top candidate is it about as often as a draft token is accepted,
   // so by default P(rank <= 1) = 1 - 2^-RB = A.
-  if (!have_r_b) m.r_backup = std::clamp(-std::log2(1.0 - std::min(m.alpha, 0.999999)), 0.01, 64.0);
+  m.r_backup = items.r_backup
+                   ? *items.r_backup
+                   : std::clamp(-std::log2(1.0 - std::min(m.alpha, 0.999999)), 0.01, 64.0);
   // A uniformly random token matches the target's choice with probability ~1/vocab: the
   // random backup's acceptance is 0 unless the user says otherwise. An n-gram backup's depends
   // on how repetitive the text is, which nothing here can know.
   const bool backup_can_draft = c.mode == Mode::SSD && c.fallback != FallbackMode::Primary;
-  if (backup_can_draft && c.backup == BackupKind::Ngram && !have_alpha_b)
+  if (backup_can_draft && c.backup == BackupKind::Ngram && !items.alpha_backup)
     throw InputError(
         "--outcomes: with --backup ngram, synthetic outcomes need alpha_b=AB (the n-gram "
         "backup's acceptance rate), e.g. synthetic:alpha=0.8,r=0.5,alpha_b=0.3");
@@ -226,11 +239,6 @@ void set_lookahead(RunPlan& plan, int lookahead, const std::string& choice) {
 
 bool RunPlan::tokens_reproducible() const {
   return !synthetic() && (flags.mode != Mode::SSD || flags.temperature == 0.0);
-}
-
-bool holds_draft(const RunPlan& plan, const RankLayout& l) {
-  if (!plan.speculative()) return false;
-  return plan.separate_draft() ? l.role == Role::Draft : l.is_run_leader();
 }
 
 }  // namespace ssd

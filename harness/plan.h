@@ -42,9 +42,6 @@ void set_lookahead(RunPlan& plan, int lookahead, const std::string& choice);
 // launched world; the error names both flags. A run's plan and characterize both use it.
 int resolve_draft_ranks(int target_tp, int draft_ranks);
 
-// True when this rank holds the draft model (a draft rank, or target rank 0 when collocated).
-bool holds_draft(const RunPlan& plan, const RankLayout& layout);
-
 // Runs f(); an InputError whose message names no flag gets `flag` in front.
 template <typename F>
 auto with_flag(const std::string& flag, F&& f) {

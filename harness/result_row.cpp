@@ -71,7 +71,7 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-std::string json_number(double v) {
+std::string csv_number(double v) {
   std::ostringstream out;
   out << v;  // as CSV has always printed them (6 significant digits)
   return out.str();
@@ -144,9 +144,9 @@ std::string csv_line(const std::vector<ResultCell>& row) {
   for (const Cell& c : row) {
     if (!out.empty()) out += ",";
     if (auto* m = std::get_if<Cell::MeanStd>(&c.value))
-      out += json_number(m->mean) + "," + json_number(m->stddev);
+      out += csv_number(m->mean) + "," + csv_number(m->stddev);
     else if (auto* d = std::get_if<double>(&c.value))
-      out += json_number(*d);
+      out += csv_number(*d);
     else if (auto* i = std::get_if<int64_t>(&c.value))
       out += std::to_string(*i);
     else if (auto* s = std::get_if<std::string>(&c.value))

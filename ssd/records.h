@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/messages.h"
+
 namespace ssd {
 
 // One batch row in one decode step (or the prefill, step = -1).
@@ -32,9 +34,9 @@ struct RoundRecord {
   int accepted = 0;  // k accepted by verification
   int32_t bonus = 0;
   int tokens = 0;  // tokens emitted (k + 1, less when EOS or the token limit cut it short)
-  // Where this round's speculation came from (int(SpeculationSource), comm/messages.h); SD's
-  // plain drafts count as primary.
-  int source = 2;
+  // Where this round's speculation came from, as its code in /rounds/source; SD's plain drafts
+  // count as primary.
+  int source = int(SpeculationSource::Primary);
   // SSD, known once the next speculation arrives: whether this round's outcome (k, bonus) was
   // in the cache built during this round's verification (-1: not looked up, e.g. the
   // sequence ended or SD), the bonus's rank in the draft's list at position k (0: beyond the

@@ -117,13 +117,16 @@ struct KBlock {
   float* saved = nullptr;  // row r, column j at saved[(r * kPanel + j) * 16]
 };
 
+// A tile's accumulators: [panel][row][column], 16 fp32 lanes each. The pieces of dot_tile below
+// take them by reference and are forced inline, so that they stay in registers as one function's
+// would (a call would put them on the stack).
+template <int R, int P>
+using TileAccumulators = vec[P][R][kPanel];
+
+// Zero, or the sums a blocked tile saved at its previous block.
 template <int R, int P, bool Blocked>
-inline void dot_tile(float* out, const RoundedX& x, int r0, const PanelRef (&ref)[P], int in,
-                     int out_dim, size_t prefetch_ahead, KBlock block) {
-  static_assert(!Blocked || P == 1);
-  const int in_vec = in / kDotLanes * kDotLanes, tail = in - in_vec;
-  if constexpr (!Blocked) block.k0 = 0, block.k1 = in_vec;
-  vec acc[P][R][kPanel];
+[[gnu::always_inline]] inline void start_accumulators(TileAccumulators<R, P>& acc,
+                                                      const KBlock& block) {
 #pragma GCC unroll 16
   for (int h = 0; h < P; ++h)
 #pragma GCC unroll 16
@@ -133,9 +136,17 @@ inline void dot_tile(float* out, const RoundedX& x, int r0, const PanelRef (&ref
         acc[h][r][j] = !Blocked || block.k0 == 0
                            ? simd::zero_vec()
                            : simd::load_vec(block.saved + (r * kPanel + j) * simd::kLanes);
+}
+
+// The k-vectors [k0, k1): one weight load per column feeds every row's vdpbf16ps.
+template <int R, int P>
+[[gnu::always_inline]] inline void multiply_k_vectors(TileAccumulators<R, P>& acc,
+                                                      const RoundedX& x, int r0,
+                                                      const PanelRef (&ref)[P], int k0, int k1,
+                                                      size_t prefetch_ahead) {
   const size_t x_step = size_t(x.rows()) * kDotLanes;
-  const uint16_t* xp = x.vectors(r0) + size_t(block.k0 / kDotLanes) * x_step;
-  for (int k = block.k0; k < block.k1; k += kDotLanes, xp += x_step) {
+  const uint16_t* xp = x.vectors(r0) + size_t(k0 / kDotLanes) * x_step;
+  for (int k = k0; k < k1; k += kDotLanes, xp += x_step) {
     __m512bh xv[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) xv[r] = as_bf16(_mm512_load_si512(xp + r * kDotLanes));
@@ -157,6 +168,45 @@ inline void dot_tile(float* out, const RoundedX& x, int r0, const PanelRef (&ref
       }
     }
   }
+}
+
+// One panel's sums: its lanes reduced, the k tail added in fp32 FMAs, then every column
+// finished before `columns` of them are written (a run-time index into acc makes GCC keep acc
+// on the stack: matmul_packed.cpp's panel_tile).
+template <int R>
+[[gnu::always_inline]] inline void write_panel(float* out, const vec (&acc)[R][kPanel],
+                                               const RoundedX& x, int r0, const PanelRef& ref,
+                                               int in_vec, int tail, int out_dim) {
+  float sums[R][kPanel];
+  simd::reduce_vecs(acc, sums);
+  const uint16_t* tail_part = ref.panel + size_t(kPanel) * in_vec;
+  if (tail > 0)
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < kPanel; ++j)
+        for (int t = 0; t < tail; ++t)
+          sums[r][j] =
+              std::fma(x.tail(r0 + r)[t], bf16_to_float(tail_part[j * tail + t]), sums[r][j]);
+  float* o = out + size_t(r0) * out_dim + ref.j0;
+  if (ref.columns == kPanel) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int j = 0; j < kPanel; ++j) o[size_t(r) * out_dim + j] = sums[r][j];
+  } else {
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < ref.columns; ++j) o[size_t(r) * out_dim + j] = sums[r][j];
+  }
+}
+
+template <int R, int P, bool Blocked>
+inline void dot_tile(float* out, const RoundedX& x, int r0, const PanelRef (&ref)[P], int in,
+                     int out_dim, size_t prefetch_ahead, KBlock block) {
+  static_assert(!Blocked || P == 1);
+  const int in_vec = in / kDotLanes * kDotLanes, tail = in - in_vec;
+  if constexpr (!Blocked) block.k0 = 0, block.k1 = in_vec;
+  TileAccumulators<R, P> acc;
+  start_accumulators<R, P, Blocked>(acc, block);
+  multiply_k_vectors<R, P>(acc, x, r0, ref, block.k0, block.k1, prefetch_ahead);
   if (Blocked && block.k1 < in_vec) {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
@@ -166,29 +216,7 @@ inline void dot_tile(float* out, const RoundedX& x, int r0, const PanelRef (&ref
     return;
   }
 #pragma GCC unroll 2
-  for (int h = 0; h < P; ++h) {
-    // Every column finished, then `columns` of them written (a run-time index into acc makes GCC
-    // keep acc on the stack: matmul_packed.cpp's panel_tile).
-    float sums[R][kPanel];
-    simd::reduce_vecs(acc[h], sums);
-    const uint16_t* tail_part = ref[h].panel + size_t(kPanel) * in_vec;
-    if (tail > 0)
-      for (int r = 0; r < R; ++r)
-        for (int j = 0; j < kPanel; ++j)
-          for (int t = 0; t < tail; ++t)
-            sums[r][j] =
-                std::fma(x.tail(r0 + r)[t], bf16_to_float(tail_part[j * tail + t]), sums[r][j]);
-    float* o = out + size_t(r0) * out_dim + ref[h].j0;
-    if (ref[h].columns == kPanel) {
-#pragma GCC unroll 16
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-        for (int j = 0; j < kPanel; ++j) o[size_t(r) * out_dim + j] = sums[r][j];
-    } else {
-      for (int r = 0; r < R; ++r)
-        for (int j = 0; j < ref[h].columns; ++j) o[size_t(r) * out_dim + j] = sums[r][j];
-    }
-  }
+  for (int h = 0; h < P; ++h) write_panel<R>(out, acc[h], x, r0, ref[h], in_vec, tail, out_dim);
 }
 
 PanelRef panel_ref(const uint16_t* w, int p, int in, int out_dim) {

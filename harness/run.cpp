@@ -77,8 +77,8 @@ void check_run_fits(const RunConfig& c, const Launch& launch, const Prompts& pro
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
   const int64_t rows = std::min<int64_t>(c.batch_size, int64_t(prompts.size()));
-  const int64_t extra = c.mode == Mode::AR ? 0 : c.lookahead + 2;
-  const int64_t capacity = int64_t(longest) + c.max_new_tokens + extra;
+  const int64_t capacity = sequence_kv_capacity(int64_t(longest) + c.max_new_tokens,
+                                                c.mode == Mode::AR ? 0 : c.lookahead);
   const int64_t step_rows = rows * (c.mode == Mode::AR ? 1 : c.lookahead + 1);
   const int64_t forward_rows = std::max(rows * int64_t(longest), step_rows);  // prefill or step
   MemoryNeed need;

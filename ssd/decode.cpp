@@ -10,8 +10,7 @@ RepTotals decode_repetition(ModelGroup& target, DraftEndpoint* draft, const Toke
                             const DecodeSettings& s, Recorder& recorder, TokenLists& generated) {
   const int n_prompts = int(prompts.size());
   const int batch_size = std::min(s.batch_size, n_prompts);
-  // A verification writes the newest token and K drafts past the committed length.
-  const int extra = draft ? s.lookahead + 2 : 0;
+  const int extra = int(sequence_kv_capacity(0, draft ? s.lookahead : 0));
   generated.assign(size_t(n_prompts), {});
   std::vector<float> logits;
   for (int first = 0, group = 0; first < n_prompts; first += batch_size, ++group) {

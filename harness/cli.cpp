@@ -8,46 +8,102 @@ namespace ssd {
 
 namespace {
 
-// --weight-dtype, for a run and for characterize alike.
-void add_weight_dtype_flag(CLI::App& app, std::string& value, const std::string& group) {
-  app.add_option("--weight-dtype", value,
+// The shared flags' help where a run and characterize put it differently (characterize's refers
+// to the run's, or narrows what it accepts).
+struct SetupHelp {
+  const char *target, *draft, *draft_ranks, *backend, *devices, *gemm;
+};
+
+const SetupHelp kRunHelp{
+    .target =
+        "Target model: a checkpoint directory, synthetic:PRESET or "
+        "synthetic:path/config.json",
+    .draft =
+        "Draft model (SD, SSD): a model spec as for --target, or perturb:SIGMA = the "
+        "target with seeded relative noise of scale SIGMA (a calibration draft)",
+    .draft_ranks =
+        "Draft ranks (D >= 0; default: launched ranks - T): with D > 1 the batch's "
+        "sequences are split across them (row r on draft rank r % D); mpirun -np must "
+        "be T + D",
+    .backend =
+        "Compute backend: cpu, cuda, or auto (cuda when built with it and a GPU is "
+        "visible)",
+    .devices = "CUDA: GPU index per node-local rank, comma separated (default: the local rank)",
+    .gemm =
+        "CPU GEMM: invariant (batch-invariant, bit-exact across batch shapes) or "
+        "openblas (faster prefill, not batch-invariant); CUDA: invariant (own kernel "
+        "up to 64 rows, cuBLAS above), invariant-tc (the same on tensor cores: "
+        "multi-row steps cost less, a one-row step can cost more) or cublas",
+};
+
+const SetupHelp kCharacterizeHelp{
+    .target = "Target model (as for a run)",
+    .draft = "Draft model (as for a run); without it only the target is characterized",
+    .draft_ranks =
+        "Draft ranks (D, 0 or 1; default: launched ranks - T); 0 with --draft: the "
+        "draft is measured on target rank 0 (collocated)",
+    .backend = "Compute backend: cpu, cuda, or auto",
+    .devices = "CUDA: GPU index per node-local rank, comma separated",
+    .gemm = "GEMM kernel, as for a run (invariant, invariant-tc, openblas, cublas)",
+};
+
+// The Models, Ranks and Hardware flags are a run's and characterize's alike (same names,
+// defaults, checks and groups), so one command line characterizes exactly the layout a run
+// would use. One function per group rather than one for all three: CLI11 lists groups in the
+// order of their first flag, and a run's help shows its decoding flags between Models and Ranks.
+void add_model_flags(CLI::App& app, SetupConfig& c, const SetupHelp& help) {
+  const std::string models = "Models";
+  app.add_option("--target", c.target, help.target)->group(models)->capture_default_str();
+  app.add_option("--draft", c.draft, help.draft)->group(models);
+  app.add_option("--weight-seed", c.weight_seed, "Seed of synthetic weights")
+      ->group(models)
+      ->capture_default_str();
+}
+
+void add_rank_flags(CLI::App& app, SetupConfig& c, const SetupHelp& help) {
+  const std::string ranks = "Ranks";
+  app.add_option("--target-tp", c.target_tp, "Target tensor-parallel ranks (T)")
+      ->group(ranks)
+      ->check(at_least(1))
+      ->capture_default_str();
+  app.add_option("--draft-ranks", c.draft_ranks, help.draft_ranks)
+      ->group(ranks)
+      ->check(at_least(0));
+}
+
+void add_hardware_flags(CLI::App& app, SetupConfig& c, const SetupHelp& help) {
+  const std::string hardware = "Hardware";
+  app.add_option("--backend", c.backend, help.backend)
+      ->group(hardware)
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--devices", c.devices, help.devices)->group(hardware);
+  app.add_option("-t,--threads", c.threads,
+                 "CPU threads per rank (default: the node's cores / its ranks)")
+      ->group(hardware)
+      ->check(at_least(1));
+  app.add_option("--gemm", c.gemm, help.gemm)
+      ->group(hardware)
+      ->check(CLI::IsMember({"invariant", "invariant-tc", "openblas", "cublas"}))
+      ->capture_default_str();
+  app.add_option("--weight-dtype", c.weight_dtype,
                  "How weights are kept: auto (the checkpoint's dtype; synthetic models follow "
                  "their config's torch_dtype, bf16 for the presets), f32 or bf16 (bf16 rounds an "
                  "fp32 checkpoint to nearest even). The CPU widens bf16 to fp32 in registers: "
                  "exact, half the bytes per token; CUDA keeps every weight in bf16")
-      ->group(group)
+      ->group(hardware)
       ->check(CLI::IsMember({"auto", "f32", "bf16"}))
       ->capture_default_str();
-}
-
-// --compute, for a run and for characterize alike. f32 stays the default: it is the exact path
-// every committed figure and test was made with.
-void add_compute_flag(CLI::App& app, std::string& value, const std::string& group) {
-  app.add_option("--compute", value,
+  // f32 stays the default: it is the exact path every committed figure and test was made with.
+  app.add_option("--compute", c.compute,
                  "What the GEMMs multiply bf16 weights in: f32 (each weight widened to fp32 and "
                  "multiplied with fp32 activations: exact products), bf16 (activations rounded "
                  "to bf16, nearest even, and bf16 x bf16 products summed in fp32, as a GPU's "
                  "tensor cores do; the CPU's AVX512_BF16 vdpbf16ps with --gemm invariant and bf16 "
                  "weights; CUDA: --gemm invariant-tc) or auto (bf16 where the weights are bf16 "
                  "and the CPU has AVX512_BF16; CUDA: what --gemm runs)")
-      ->group(group)
+      ->group(hardware)
       ->check(CLI::IsMember({"f32", "bf16", "auto"}))
-      ->capture_default_str();
-}
-
-void add_model_flags(CLI::App& app, RunConfig& c) {
-  const std::string models = "Models";
-  app.add_option("--target", c.target,
-                 "Target model: a checkpoint directory, synthetic:PRESET or "
-                 "synthetic:path/config.json")
-      ->group(models)
-      ->capture_default_str();
-  app.add_option("--draft", c.draft,
-                 "Draft model (SD, SSD): a model spec as for --target, or perturb:SIGMA = the "
-                 "target with seeded relative noise of scale SIGMA (a calibration draft)")
-      ->group(models);
-  app.add_option("--weight-seed", c.weight_seed, "Seed of synthetic weights")
-      ->group(models)
       ->capture_default_str();
 }
 
@@ -165,52 +221,15 @@ void add_ssd_flags(CLI::App& app, RunConfig& c) {
       ->capture_default_str();
 }
 
-void add_rank_flags(CLI::App& app, RunConfig& c) {
-  const std::string ranks = "Ranks";
-  app.add_option("--target-tp", c.target_tp, "Target tensor-parallel ranks (T)")
-      ->group(ranks)
-      ->check(at_least(1))
-      ->capture_default_str();
-  app.add_option("--draft-ranks", c.draft_ranks,
-                 "Draft ranks (D >= 0; default: launched ranks - T): with D > 1 the batch's "
-                 "sequences are split across them (row r on draft rank r % D); mpirun -np must be "
-                 "T + D")
-      ->group(ranks)
-      ->check(at_least(0));
+// Ranks, a run's own: characterize places the draft by whether a draft rank was launched.
+void add_draft_placement_flag(CLI::App& app, RunConfig& c) {
   add_choice(app, "--draft-placement", c.draft_placement,
              {{"auto", DraftPlacement::Auto},
               {"separate", DraftPlacement::Separate},
               {"collocated", DraftPlacement::Collocated}},
              "separate: the draft on its own rank (hardware); collocated: on target rank 0 "
              "(ordinary SD); auto: separate when there is a draft rank")
-      ->group(ranks);
-}
-
-void add_hardware_flags(CLI::App& app, RunConfig& c) {
-  const std::string hardware = "Hardware";
-  app.add_option("--backend", c.backend,
-                 "Compute backend: cpu, cuda, or auto (cuda when built with it and a GPU is "
-                 "visible)")
-      ->group(hardware)
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->capture_default_str();
-  app.add_option("--devices", c.devices,
-                 "CUDA: GPU index per node-local rank, comma separated (default: the local rank)")
-      ->group(hardware);
-  app.add_option("-t,--threads", c.threads,
-                 "CPU threads per rank (default: the node's cores / its ranks)")
-      ->group(hardware)
-      ->check(at_least(1));
-  app.add_option("--gemm", c.gemm,
-                 "CPU GEMM: invariant (batch-invariant, bit-exact across batch shapes) or "
-                 "openblas (faster prefill, not batch-invariant); CUDA: invariant (own kernel "
-                 "up to 64 rows, cuBLAS above), invariant-tc (the same on tensor cores: "
-                 "multi-row steps cost less, a one-row step can cost more) or cublas")
-      ->group(hardware)
-      ->check(CLI::IsMember({"invariant", "invariant-tc", "openblas", "cublas"}))
-      ->capture_default_str();
-  add_weight_dtype_flag(app, c.weight_dtype, hardware);
-  add_compute_flag(app, c.compute, hardware);
+      ->group("Ranks");
 }
 
 void add_output_flags(CLI::App& app, RunConfig& c) {
@@ -233,54 +252,20 @@ void add_output_flags(CLI::App& app, RunConfig& c) {
 }
 
 void add_run_flags(CLI::App& app, RunConfig& c) {
-  add_model_flags(app, c);
+  add_model_flags(app, c, kRunHelp);
   add_decoding_flags(app, c);
   add_ssd_flags(app, c);
-  add_rank_flags(app, c);
-  add_hardware_flags(app, c);
+  add_rank_flags(app, c, kRunHelp);
+  add_draft_placement_flag(app, c);
+  add_hardware_flags(app, c, kRunHelp);
   add_output_flags(app, c);
 }
 
-// characterize takes the run's model, rank and hardware flags (same names, same checks), so
-// one command line characterizes exactly the layout a run would use.
 void add_characterize_flags(CLI::App& app, CharacterizeConfig& c) {
-  const std::string models = "Models", ranks = "Ranks", hardware = "Hardware",
-                    shape = "Decoding shape", measure = "Measurement", output = "Output";
-  app.add_option("--target", c.target, "Target model (as for a run)")
-      ->group(models)
-      ->capture_default_str();
-  app.add_option("--draft", c.draft,
-                 "Draft model (as for a run); without it only the target is characterized")
-      ->group(models);
-  app.add_option("--weight-seed", c.weight_seed, "Seed of synthetic weights")
-      ->group(models)
-      ->capture_default_str();
-  app.add_option("--target-tp", c.target_tp, "Target tensor-parallel ranks (T)")
-      ->group(ranks)
-      ->check(at_least(1))
-      ->capture_default_str();
-  app.add_option("--draft-ranks", c.draft_ranks,
-                 "Draft ranks (D, 0 or 1; default: launched ranks - T); 0 with --draft: the "
-                 "draft is measured on target rank 0 (collocated)")
-      ->group(ranks)
-      ->check(at_least(0));
-  app.add_option("--backend", c.backend, "Compute backend: cpu, cuda, or auto")
-      ->group(hardware)
-      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
-      ->capture_default_str();
-  app.add_option("--devices", c.devices, "CUDA: GPU index per node-local rank, comma separated")
-      ->group(hardware);
-  app.add_option("-t,--threads", c.threads,
-                 "CPU threads per rank (default: the node's cores / its ranks)")
-      ->group(hardware)
-      ->check(at_least(1));
-  app.add_option("--gemm", c.gemm,
-                 "GEMM kernel, as for a run (invariant, invariant-tc, openblas, cublas)")
-      ->group(hardware)
-      ->check(CLI::IsMember({"invariant", "invariant-tc", "openblas", "cublas"}))
-      ->capture_default_str();
-  add_weight_dtype_flag(app, c.weight_dtype, hardware);
-  add_compute_flag(app, c.compute, hardware);
+  add_model_flags(app, c, kCharacterizeHelp);
+  add_rank_flags(app, c, kCharacterizeHelp);
+  add_hardware_flags(app, c, kCharacterizeHelp);
+  const std::string shape = "Decoding shape", measure = "Measurement", output = "Output";
   app.add_option("-k,--lookahead", c.lookahead, "K: verification is K+1 rows per sequence")
       ->group(shape)
       ->check(at_least(1))

@@ -18,15 +18,35 @@ const char* mode_name(Mode mode);  // "ar", "sd", "ssd"
 enum class DraftPlacement { Auto, Collocated, Separate, None };
 const char* placement_name(DraftPlacement placement);
 
-// Settings of a benchmark run (the default command).
-struct RunConfig {
+// The models, their rank layout and the hardware they run on: what a run and `ssd-bench
+// characterize` take alike, through the same flags (harness/cli.cpp), so that characterize
+// measures the machine exactly as a run with those flags uses it. Both configs hold it as their
+// base, so code reading either names these settings alike (c.target, c.threads) and
+// launch_spec (harness/launch.h) takes either.
+struct SetupConfig {
   // Models
   std::string target = "synthetic:llama-124m";
-  std::string draft;  // a model spec or perturb:SIGMA; SD and SSD only
+  // A model spec or perturb:SIGMA; empty: none (a run: SD and SSD only; characterize: the
+  // target alone)
+  std::string draft;
   uint64_t weight_seed = 0;
   // Ranks
   int target_tp = 1;
   int draft_ranks = -1;  // -1: world size - target_tp
+  // Hardware
+  std::string backend = "auto";
+  std::string devices;  // GPU per node-local rank, e.g. "0,1,2,3"; empty = the local rank
+  int threads = 0;      // 0 = the node's cores / its ranks
+  std::string gemm = "invariant";
+  std::string weight_dtype = "auto";  // auto (the checkpoint's) | f32 | bf16
+  // f32 | bf16 | auto (--compute): f32 by default, so that runs and committed figures keep the
+  // exact fp32 products unless bf16 is asked for.
+  std::string compute = "f32";
+};
+
+// Settings of a benchmark run (the default command).
+struct RunConfig : SetupConfig {
+  // Ranks
   DraftPlacement draft_placement = DraftPlacement::Auto;
   // Decoding
   Mode mode = Mode::AR;
@@ -60,15 +80,6 @@ struct RunConfig {
   // Repetitions
   int warmup = 1;
   int reps = 3;
-  // Hardware
-  std::string backend = "auto";
-  std::string devices;  // GPU per node-local rank, e.g. "0,1,2,3"; empty = the local rank
-  int threads = 0;      // 0 = all cores
-  std::string gemm = "invariant";
-  std::string weight_dtype = "auto";  // auto (the checkpoint's) | f32 | bf16
-  // f32 | bf16 | auto (--compute): f32 by default, so that runs and committed figures keep the
-  // exact fp32 products unless bf16 is asked for.
-  std::string compute = "f32";
   // Output
   std::string out;  // HDF5 file; empty = none
   bool overwrite = false;
@@ -86,23 +97,9 @@ struct CheckpointConfig {
   bool overwrite = false;
 };
 
-// Settings of `ssd-bench characterize`: the run's models, rank layout and hardware flags (so
-// it measures the machine exactly as a run would use it), the decoding shape to characterize
-// (K, batch, context) and how long to measure.
-struct CharacterizeConfig {
-  // Models and ranks, as for a run
-  std::string target = "synthetic:llama-124m";
-  std::string draft;  // empty: target only (no draft measurements)
-  uint64_t weight_seed = 0;
-  int target_tp = 1;
-  int draft_ranks = -1;  // -1: world size - target_tp
-  // Hardware, as for a run
-  std::string backend = "auto";
-  std::string devices;
-  int threads = 0;  // 0 = the node's cores / its ranks
-  std::string gemm = "invariant";
-  std::string weight_dtype = "auto";
-  std::string compute = "f32";
+// Settings of `ssd-bench characterize`: the run's models, rank layout and hardware (the base),
+// the decoding shape to characterize (K, batch, context) and how long to measure.
+struct CharacterizeConfig : SetupConfig {
   // The decoding shape
   int lookahead = 4;             // K: verification is K+1 rows per sequence
   int batch_size = 1;            // sequences per step

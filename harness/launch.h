@@ -13,6 +13,7 @@
 #include "comm/collective.h"
 #include "comm/rank_layout.h"
 #include "harness/backend_select.h"
+#include "harness/cli.h"
 #include "harness/report.h"
 #include "harness/run_info.h"
 #include "model/model.h"
@@ -30,10 +31,8 @@ struct LaunchSpec {
   int threads = 1;  // resolved
 };
 
-// The launch a run's or characterize's flags describe (RunConfig and CharacterizeConfig name
-// their model, rank and hardware flags alike).
-template <typename Flags>
-LaunchSpec launch_spec(const Flags& c, bool separate_draft) {
+// The launch a run's or characterize's flags describe.
+inline LaunchSpec launch_spec(const SetupConfig& c, bool separate_draft) {
   LaunchSpec s;
   s.target = c.target;
   s.draft = c.draft;

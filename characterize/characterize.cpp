@@ -102,28 +102,16 @@ double linear_bytes(const std::vector<LinearShape>& shapes, int element_bytes) {
   return bytes;
 }
 
-}  // namespace
-
-namespace {
-
-// What one rank measures, in phases every rank enters together (memory, the host read, GEMMs,
-// the all-reduce, the peer link, forward passes), so communication is timed on quiet ranks.
-RankResults measure_rank(const CharacterizeConfig& c, Launch& launch, CharacterizeReport& report,
-                         const std::vector<LinearShape>& target_shapes,
-                         const std::vector<LinearShape>& draft_shapes) {
+// Every rank's copy bandwidth, all at once; then the host's own read loop, alone on the node's
+// memory, and its compute peaks (the other ranks wait): both computes', so that the file holds
+// the one not chosen too.
+void measure_memory_phases(const CharacterizeConfig& c, Launch& launch, CharacterizeReport& report,
+                           RankResults& mine) {
   const RankLayout& layout = launch.layout;
-  Backend& backend = launch.backend();
-  const bool holds = launch.holds_draft(), is_target = launch.is_target();
-  const int K = c.lookahead, b = c.batch_size;
-  RankResults mine;
-  mine.rank = layout.world_rank;
-  mine.role = layout.role_name() + (holds && is_target ? " + draft" : "");
   run_collectively(MPI_COMM_WORLD, [&] {
-    mine.memory = measure_copy_bandwidth(backend, c.memory_bytes, c.min_time);
+    mine.memory = measure_copy_bandwidth(launch.backend(), c.memory_bytes, c.min_time);
     mine.memory.rank = layout.world_rank;
   });
-  // The host's own read loop, alone on the node's memory, and its compute peaks (the other
-  // ranks wait): both computes', so that the file holds the one not chosen too.
   run_collectively(MPI_COMM_WORLD, [&] {
     if (layout.is_run_leader()) {
       report.host_read = measure_host_read(c.memory_bytes, c.threads);
@@ -131,27 +119,40 @@ RankResults measure_rank(const CharacterizeConfig& c, Launch& launch, Characteri
       report.host_bf16_dot = measure_host_bf16_dot(c.threads);
     }
   });
+}
+
+// Each model's GEMMs on the ranks that hold it, at the rows its steps multiply.
+void measure_gemm_phase(const CharacterizeConfig& c, Launch& launch, RankResults& mine,
+                        const std::vector<LinearShape>& target_shapes,
+                        const std::vector<LinearShape>& draft_shapes) {
+  const int K = c.lookahead, b = c.batch_size;
   run_collectively(MPI_COMM_WORLD, [&] {
     auto add = [&](const char* model, const std::vector<LinearShape>& shapes,
                    const std::vector<GemmRows>& rows, DType storage) {
       for (GemmResult& g :
-           measure_gemms(backend, model, shapes, rows, c.min_time, c.threads, storage)) {
-        g.rank = layout.world_rank;
+           measure_gemms(launch.backend(), model, shapes, rows, c.min_time, c.threads, storage)) {
+        g.rank = launch.layout.world_rank;
         g.kernel = c.gemm;
         mine.gemm.push_back(g);
       }
     };
-    if (is_target)
+    if (launch.is_target())
       add("target", target_shapes,
           gemm_rows({{b, "decode"}, {b * (K + 1), "verify"}, {c.rows, "prefill"}}, {}),
           launch.target.weight_dtype);
-    if (holds)
+    if (launch.holds_draft())
       add("draft", draft_shapes, gemm_rows({{b, "decode"}, {b * (K + 1), "glue"}}, c.branch_rows),
           launch.draft->weight_dtype);
   });
-  if (is_target && layout.target_tp > 1) {
-    auto rows =
-        measure_all_reduce(backend, *launch.all_reduce, layout.group, c.comm_max_bytes, c.min_time);
+}
+
+// The target's all-reduce (with T > 1), then the draft<->target link (a separate draft rank),
+// each alone: a barrier after each, so no rank still computes while the next is timed.
+void measure_comm_phases(const CharacterizeConfig& c, Launch& launch, RankResults& mine) {
+  const RankLayout& layout = launch.layout;
+  if (launch.is_target() && layout.target_tp > 1) {
+    auto rows = measure_all_reduce(launch.backend(), *launch.all_reduce, layout.group,
+                                   c.comm_max_bytes, c.min_time);
     if (layout.is_run_leader()) mine.all_reduce = std::move(rows);
   }
   MPI_Barrier(MPI_COMM_WORLD);
@@ -161,50 +162,68 @@ RankResults measure_rank(const CharacterizeConfig& c, Launch& launch, Characteri
         layout.is_run_leader(), layout.is_run_leader() ? layout.draft_leader : layout.target_leader,
         c.comm_max_bytes, c.min_time);
   MPI_Barrier(MPI_COMM_WORLD);
-  if (c.forward) {
-    // SD's collocated round on the target's leader, beside the target's own passes: with the
-    // draft it holds, or (a separate draft rank launched, as SSD has it) a copy of its own for
-    // this phase, as an SD run on the target's ranks would hold it.
-    struct ReleasedCopy {  // freed on every path out, an exception included
-      std::optional<Model> model;
-      ~ReleasedCopy() {
-        if (model) release_model(*model);
-      }
-    } sd_copy;
-    Model* sd_draft = nullptr;
-    if (layout.is_run_leader() && launch.draft) {
-      if (!launch.draft_model)
-        sd_copy.model =
-            load_model(*launch.draft_source, backend, {}, nullptr, launch.draft->weight_dtype);
-      sd_draft = launch.draft_model ? &*launch.draft_model : &*sd_copy.model;
+}
+
+// The forward passes: each model alone, then (a separate draft rank) both side by side.
+void time_forward_phases(const CharacterizeConfig& c, Launch& launch, RankResults& mine) {
+  const RankLayout& layout = launch.layout;
+  const bool holds = launch.holds_draft(), is_target = launch.is_target();
+  // SD's collocated round on the target's leader, beside the target's own passes: with the
+  // draft it holds, or (a separate draft rank launched, as SSD has it) a copy of its own for
+  // this phase, as an SD run on the target's ranks would hold it.
+  struct ReleasedCopy {  // freed on every path out, an exception included
+    std::optional<Model> model;
+    ~ReleasedCopy() {
+      if (model) release_model(*model);
     }
-    auto time_forwards = [&](const ForwardPlan& plan, bool target, bool draft,
-                             Model* sd = nullptr) {
-      std::vector<ForwardResult> out;
-      if (target && is_target)
-        out = time_target_forwards(*launch.target_model, layout.group, layout.world_rank, plan, sd);
-      if (draft && holds)
-        for (const ForwardResult& f :
-             time_draft_forwards(*launch.draft_model, layout.world_rank, plan))
-          out.push_back(f);
-      mine.forward.insert(mine.forward.end(), out.begin(), out.end());
-    };
-    ForwardPlan plan{K, b, c.context, c.branch_rows, c.min_time};
-    // Each model alone, the other's ranks waiting: AR has no draft, and SD's draft and target
-    // take turns, so their steps run on otherwise quiet memory.
-    time_forwards(plan, true, false, sd_draft);
-    MPI_Barrier(MPI_COMM_WORLD);
-    time_forwards(plan, false, true);
-    MPI_Barrier(MPI_COMM_WORLD);
-    // A separate draft rank also times its steps while the target verifies, as in SSD's
-    // rounds, where the two share the node's memory bandwidth (and on a CPU host its cores).
-    if (launch.draft && launch.spec.separate_draft) {
-      plan.concurrent = true;
-      plan.peer = is_target ? layout.draft_leader : layout.target_leader;
-      plan.host_sampling = false;
-      time_forwards(plan, true, true);
-    }
+  } sd_copy;
+  Model* sd_draft = nullptr;
+  if (layout.is_run_leader() && launch.draft) {
+    if (!launch.draft_model)
+      sd_copy.model = load_model(*launch.draft_source, launch.backend(), {}, nullptr,
+                                 launch.draft->weight_dtype);
+    sd_draft = launch.draft_model ? &*launch.draft_model : &*sd_copy.model;
   }
+  auto time_forwards = [&](const ForwardPlan& plan, bool target, bool draft, Model* sd = nullptr) {
+    std::vector<ForwardResult> out;
+    if (target && is_target)
+      out = time_target_forwards(*launch.target_model, layout.group, layout.world_rank, plan, sd);
+    if (draft && holds)
+      for (const ForwardResult& f :
+           time_draft_forwards(*launch.draft_model, layout.world_rank, plan))
+        out.push_back(f);
+    mine.forward.insert(mine.forward.end(), out.begin(), out.end());
+  };
+  ForwardPlan plan{c.lookahead, c.batch_size, c.context, c.branch_rows, c.min_time};
+  // Each model alone, the other's ranks waiting: AR has no draft, and SD's draft and target
+  // take turns, so their steps run on otherwise quiet memory.
+  time_forwards(plan, true, false, sd_draft);
+  MPI_Barrier(MPI_COMM_WORLD);
+  time_forwards(plan, false, true);
+  MPI_Barrier(MPI_COMM_WORLD);
+  // A separate draft rank also times its steps while the target verifies, as in SSD's
+  // rounds, where the two share the node's memory bandwidth (and on a CPU host its cores).
+  if (launch.draft && launch.spec.separate_draft) {
+    plan.concurrent = true;
+    plan.peer = is_target ? layout.draft_leader : layout.target_leader;
+    plan.host_sampling = false;
+    time_forwards(plan, true, true);
+  }
+}
+
+// What one rank measures, in phases every rank enters together (memory, the host read, GEMMs,
+// the all-reduce, the peer link, forward passes), so communication is timed on quiet ranks.
+RankResults measure_rank(const CharacterizeConfig& c, Launch& launch, CharacterizeReport& report,
+                         const std::vector<LinearShape>& target_shapes,
+                         const std::vector<LinearShape>& draft_shapes) {
+  RankResults mine;
+  mine.rank = launch.layout.world_rank;
+  mine.role =
+      launch.layout.role_name() + (launch.holds_draft() && launch.is_target() ? " + draft" : "");
+  measure_memory_phases(c, launch, report, mine);
+  measure_gemm_phase(c, launch, mine, target_shapes, draft_shapes);
+  measure_comm_phases(c, launch, mine);
+  if (c.forward) time_forward_phases(c, launch, mine);
   MPI_Barrier(MPI_COMM_WORLD);
   return mine;
 }

@@ -47,8 +47,8 @@ void write_metadata(ResultFile& f, const std::vector<std::string>& argv,
   f.set_attr("/", "command", "characterize");  // what the single-rank characterize wrote
 }
 
-// The headline numbers, at the root where analysis/ and the single-rank characterize keep them.
-void write_headline(ResultFile& f, const CharacterizeReport& r) {
+// What was characterized: the models, the layout, the decoding shape, the copy bandwidth.
+void write_setup_headline(ResultFile& f, const CharacterizeReport& r) {
   const CharacterizeConfig& c = *r.config;
   const RankResults& rank0 = r.ranks.front();
   const CharacterizeModel& target = r.models.front();
@@ -67,6 +67,10 @@ void write_headline(ResultFile& f, const CharacterizeReport& r) {
   f.set_attr("/", "context", c.context);
   f.set_attr("/", "bandwidth_gbps", rank0.memory.gbps);
   f.set_attr("/", "bandwidth_buffer_bytes", rank0.memory.buffer_bytes);
+}
+
+// The host's read bandwidth and compute peaks, where measured.
+void write_host_headline(ResultFile& f, const CharacterizeReport& r) {
   if (r.host_read) {
     f.set_attr("/", "host_read_gbps", r.host_read->gbps);
     f.set_attr("/", "bandwidth_1thread_gbps", r.host_read->one_thread_gbps);
@@ -87,6 +91,11 @@ void write_headline(ResultFile& f, const CharacterizeReport& r) {
     f.set_attr("/", "compute_peak", compute_peak_name(r));
     f.set_attr("/", "compute_peak_gflops", peak->gflops);
   }
+}
+
+// The verification's and the AR step's bounds, against the measured steps.
+void write_bounds_headline(ResultFile& f, const CharacterizeReport& r) {
+  const CharacterizeConfig& c = *r.config;
   if (r.verify_bound_ms > 0) {
     f.set_attr("/", "verify_rows", r.verify_rows);
     f.set_attr("/", "verify_bound_ms", r.verify_bound_ms);
@@ -104,7 +113,7 @@ void write_headline(ResultFile& f, const CharacterizeReport& r) {
   // Linear-layer GEMM time of one AR step on rank 0: count x time at the decode rows, a sliced
   // shape scaled to its full size.
   double step_ms = 0.0;
-  for (const GemmResult& g : rank0.gemm)
+  for (const GemmResult& g : r.ranks.front().gemm)
     if (g.model == "target" && g.rows == c.batch_size)
       step_ms += g.seconds * 1e3 * double(g.per_token) * double(g.full_out) / double(g.out);
   f.set_attr("/", "gemm_step_ms", step_ms);
@@ -114,6 +123,11 @@ void write_headline(ResultFile& f, const CharacterizeReport& r) {
     f.set_attr("/", "decode_fraction_of_bound",
                1e3 * c.batch_size / r.ar_bound_tok_s / r.decode_ms);
   }
+}
+
+// The all-reduce's and the peer link's latency (smallest message) and peak bandwidth.
+void write_comm_headline(ResultFile& f, const CharacterizeReport& r) {
+  const RankResults& rank0 = r.ranks.front();
   if (!rank0.all_reduce.empty()) {
     double peak = 0.0;
     for (const CommResult& x : rank0.all_reduce) peak = std::max(peak, x.busbw_gbps);
@@ -126,24 +140,37 @@ void write_headline(ResultFile& f, const CharacterizeReport& r) {
     f.set_attr("/", "p2p_latency_s", rank0.p2p.front().seconds);
     f.set_attr("/", "p2p_bandwidth_gbps", peak);
   }
+}
+
+// The verification window: its steps and budget at the root, the rest under /window.
+void write_window_headline(ResultFile& f, const CharacterizeReport& r) {
+  const CharacterizeConfig& c = *r.config;
   const VerificationWindow& w = r.window;
-  if (w.present) {
-    f.set_attr("/", "verification_window_steps", w.window_steps);
-    f.set_attr("/", "fanout_budget", w.fanout_budget);
-    f.set_attr("/window", "verify_time_s", w.verify_s);
-    f.set_attr("/window", "glue_time_s", w.glue_s);
-    f.set_attr("/window", "draft_time_s", w.draft_s);
-    f.set_attr("/window", "t_sd", w.t_sd);
-    f.set_attr("/window", "branch_rows", w.base_rows);
-    f.set_attr("/window", "branch_time_s", w.branch_s);
-    f.set_attr("/window", "window_steps", w.window_steps);
-    f.set_attr("/window", "branch_step_a_s", w.step_a_s);
-    f.set_attr("/window", "branch_step_b_s", w.step_b_s);
-    f.set_attr("/window", "fanout_budget", w.fanout_budget);
-    f.set_attr("/window", "budget_rows", w.budget_rows);
-    f.set_attr("/window", "lookahead", c.lookahead);
-    f.set_attr("/window", "batch_size", c.batch_size);
-  }
+  if (!w.present) return;
+  f.set_attr("/", "verification_window_steps", w.window_steps);
+  f.set_attr("/", "fanout_budget", w.fanout_budget);
+  f.set_attr("/window", "verify_time_s", w.verify_s);
+  f.set_attr("/window", "glue_time_s", w.glue_s);
+  f.set_attr("/window", "draft_time_s", w.draft_s);
+  f.set_attr("/window", "t_sd", w.t_sd);
+  f.set_attr("/window", "branch_rows", w.base_rows);
+  f.set_attr("/window", "branch_time_s", w.branch_s);
+  f.set_attr("/window", "window_steps", w.window_steps);
+  f.set_attr("/window", "branch_step_a_s", w.step_a_s);
+  f.set_attr("/window", "branch_step_b_s", w.step_b_s);
+  f.set_attr("/window", "fanout_budget", w.fanout_budget);
+  f.set_attr("/window", "budget_rows", w.budget_rows);
+  f.set_attr("/window", "lookahead", c.lookahead);
+  f.set_attr("/window", "batch_size", c.batch_size);
+}
+
+// The headline numbers, at the root where analysis/ and the single-rank characterize keep them.
+void write_headline(ResultFile& f, const CharacterizeReport& r) {
+  write_setup_headline(f, r);
+  write_host_headline(f, r);
+  write_bounds_headline(f, r);
+  write_comm_headline(f, r);
+  write_window_headline(f, r);
 }
 
 void write_tables(ResultFile& f, const CharacterizeReport& r) {

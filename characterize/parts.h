@@ -1,8 +1,10 @@
-// The parts of `ssd-bench characterize`, one file each: measurement primitives
-// (characterize_timing.cpp), memory bandwidth (_memory), GEMMs (_gemm), the target all-reduce
-// and the draft<->target link (_comm), forward passes (_forward), the verification window
-// (_window), gathering to rank 0 (_results), the console tables (_report) and the HDF5 file
-// (_file). characterize.cpp sets up the launch and runs them in order.
+// The parts of `ssd-bench characterize`, one file each: measurement primitives (timing.cpp),
+// memory bandwidth (memory.cpp), the host's compute peaks (compute_peak.cpp), GEMMs (gemm.cpp),
+// the target all-reduce and the draft<->target link (comm.cpp), forward passes (forward.cpp),
+// SD's and SSD's rounds (rounds.cpp), the verification window (window.cpp), the steadiness of
+// the timed passes (steadiness.cpp), gathering to rank 0 (results.cpp), the console tables
+// (report.cpp) and the HDF5 file (file.cpp). characterize.cpp sets up the launch and runs them
+// in order.
 //
 // Everything here works through the Backend and AllReduce interfaces and MPI, so the same code
 // characterizes a CPU node and a GPU node.
@@ -27,7 +29,7 @@
 
 namespace ssd {
 
-// ---- measurement primitives (characterize_timing.cpp) ----
+// ---- measurement primitives (timing.cpp) ----
 
 // Uniform values in [-0.05, 0.05), never all zero (a zero weight could take a fast path), filled
 // in parallel with `threads` threads; seeded, so every run measures the same numbers.
@@ -116,10 +118,10 @@ struct RankResults {
 };
 
 // Collective over MPI_COMM_WORLD: every rank's results, in rank order, on world rank 0 (an
-// empty vector elsewhere). characterize_results.cpp.
+// empty vector elsewhere). results.cpp.
 std::vector<RankResults> gather_results(const RankResults& mine);
 
-// ---- measurements ----
+// ---- measurements (memory.cpp, gemm.cpp, comm.cpp, forward.cpp) ----
 
 MemoryResult measure_copy_bandwidth(Backend& backend, int64_t bytes, double min_time);
 HostReadResult measure_host_read(int64_t bytes, int threads);
@@ -189,7 +191,7 @@ ForwardResult time_ssd_rounds_target(ModelGroup& target, int rank, const Forward
 std::vector<ForwardResult> time_ssd_rounds_draft(ModelGroup& draft, int rank,
                                                  const ForwardPlan& plan);
 
-// ---- the verification window (characterize_window.cpp) ----
+// ---- the verification window (window.cpp) ----
 
 // The `model` `kind` pass of `forwards`, preferring one timed with `concurrent` as given (the
 // other if only that was timed); nullptr if there is none.
@@ -219,7 +221,7 @@ VerificationWindow verification_window(const std::vector<ForwardResult>& forward
 // 9.870 ms < rows 2 rows 12.994 ms"); empty when the curves rise with rows.
 std::vector<std::string> unsteady_passes(const std::vector<ForwardResult>& forwards);
 
-// ---- console and file ----
+// ---- console and file (report.cpp, file.cpp) ----
 
 struct CharacterizeModel {
   std::string role;  // target | draft
@@ -273,6 +275,7 @@ const char* compute_peak_name(const CharacterizeReport& report);
 double target_step_bound_ms(const CharacterizeReport& report, int rows);
 
 // Every resolved setting, as name = value pairs (console header, /config, config_json).
+// characterize.cpp.
 std::vector<std::pair<std::string, std::string>> describe(const CharacterizeConfig& config);
 
 void print_header(std::ostream& os, const CharacterizeReport& r);

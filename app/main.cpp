@@ -1,4 +1,6 @@
 // ssd-bench: one binary, launched as `mpirun -np N ssd-bench [flags]` (or plainly, one rank).
+// It sits above harness/ and characterize/ and dispatches to both, so that the harness library
+// does not depend on characterize, which is built on it.
 #include <mpi.h>
 
 #include <cstdio>

@@ -42,13 +42,6 @@ static void describe_model(std::ostream& out, const char* role, const ModelSumma
       << (m.load_s > 0 ? fmt(", loaded in %.2f s", m.load_s) : "") << "\n";
 }
 
-double weight_bytes_per_token(const ModelConfig& c, size_t element) {
-  const double hidden = c.hidden_size;
-  const double per_layer = hidden * (c.q_dim() + 2.0 * c.kv_dim()) + double(c.q_dim()) * hidden +
-                           3.0 * hidden * c.intermediate_size;
-  return element * (c.num_hidden_layers * per_layer + double(c.vocab_size) * hidden);
-}
-
 void Report::header(const RunInfo& info, const RunConfig& config, const ModelSummary& target,
                     const std::optional<ModelSummary>& draft) {
   out_ << "# ssd-bench " << info.version << " (commit " << info.git_commit << ", "

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "harness/hdf5_writer.h"
-#include "harness/report.h"
+#include "harness/model_summary.h"
 #include "harness/run_info.h"
 
 namespace ssd {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "harness/cli.h"
-#include "harness/report.h"
+#include "harness/model_summary.h"
 #include "harness/summary.h"
 
 namespace ssd {

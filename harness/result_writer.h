@@ -7,7 +7,7 @@
 
 #include "harness/cli.h"
 #include "harness/prompts.h"
-#include "harness/report.h"
+#include "harness/model_summary.h"
 #include "harness/result_row.h"
 #include "harness/run_info.h"
 #include "harness/summary.h"

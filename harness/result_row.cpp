@@ -43,6 +43,41 @@ Cell mean_std(std::string key, std::string title, int width, const Stat& s, cons
           std::move(summary_std_key)};
 }
 
+// The /summary attributes no printed column shows (docs/hdf5-schema.md), all of which
+// analysis/ reads: speculation figures only where there were rounds, cache figures only where
+// SSD looked outcomes up.
+void add_summary_only(std::vector<Cell>& row, const RunSummary& s) {
+  const SpeculationSummary& sp = s.speculation;
+  const auto add = [&](const char* name, bool applies, Cell::Value value) {
+    Cell c{"", "", 0, Cell::None{}, "%g", name, ""};
+    if (applies) c.value = std::move(value);
+    row.push_back(std::move(c));
+  };
+  const int64_t identical = !s.tokens_check_applies ? -1 : s.tokens_identical_across_reps ? 1 : 0;
+  add("generated_tokens_per_rep", true, s.generated_tokens);
+  add("clock_span_s", true, s.clock_span_s);
+  add("tokens_identical_across_reps", true, identical);
+  add("lookahead", sp.present, int64_t(sp.lookahead));
+  add("rounds", sp.present, sp.rounds);
+  add("drafted_tokens", sp.present, sp.drafted);
+  add("accepted_tokens", sp.present, sp.accepted);
+  add("per_position_acceptance", sp.present, sp.per_position);
+  add("acceptance_length_histogram", sp.present, sp.histogram);
+  add("draft_time_s", sp.present, sp.draft_s);
+  add("verify_time_s", sp.present, sp.verify_s);
+  add("cache_lookups", sp.cache, sp.lookups);
+  add("cache_hits", sp.cache, sp.hits);
+  add("p_hit_primary", sp.cache, sp.p_hit_primary);
+  add("p_hit_backup", sp.cache, sp.p_hit_backup);
+  add("e_hit", sp.cache, sp.e_hit);
+  add("e_miss", sp.cache, sp.e_miss);
+  add("t_p", sp.cache, sp.t_p);
+  add("t_b", sp.cache, sp.t_b);
+  add("t_jit", sp.cache, sp.t_jit);
+  add("t_backup", sp.cache, sp.t_backup);
+  add("ssd_warning", sp.cache, sp.warning);
+}
+
 std::string text_value(const Cell& c) {
   char buf[96];
   if (std::holds_alternative<Cell::None>(c.value)) return "-";
@@ -108,6 +143,7 @@ std::vector<ResultCell> make_result_row(const RunConfig& config, const ModelSumm
       figure("t_sd", "T_SD", 8, sp.present, sp.t_sd, "t_sd"),
       figure("p_hit", "p_hit", 7, sp.cache, sp.p_hit, "p_hit"),
   };
+  add_summary_only(row, s);
   return row;
 }
 
@@ -132,6 +168,7 @@ std::string text_line(const std::vector<ResultCell>& row) {
 std::string csv_heading(const std::vector<ResultCell>& row) {
   std::string out;
   for (const Cell& c : row) {
+    if (c.key.empty()) continue;
     if (!out.empty()) out += ",";
     out +=
         std::holds_alternative<Cell::MeanStd>(c.value) ? c.key + "_mean," + c.key + "_std" : c.key;
@@ -142,6 +179,7 @@ std::string csv_heading(const std::vector<ResultCell>& row) {
 std::string csv_line(const std::vector<ResultCell>& row) {
   std::string out;
   for (const Cell& c : row) {
+    if (c.key.empty()) continue;
     if (!out.empty()) out += ",";
     if (auto* m = std::get_if<Cell::MeanStd>(&c.value))
       out += csv_number(m->mean) + "," + csv_number(m->stddev);
@@ -160,6 +198,7 @@ std::string json_line(const std::vector<ResultCell>& row) {
   // every double at full precision, and null where a figure does not apply (and for NaN).
   nlohmann::json out = nlohmann::json::object();
   for (const Cell& c : row) {
+    if (c.key.empty()) continue;
     if (auto* m = std::get_if<Cell::MeanStd>(&c.value)) {
       out[c.key + "_mean"] = m->mean;
       out[c.key + "_std"] = m->stddev;

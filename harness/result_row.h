@@ -1,6 +1,7 @@
 // The result row (llama-bench's pattern): one list of cells, built once per run, that every
 // printer iterates: the text table, CSV, JSONL, and the HDF5 file's /summary attributes. A
-// column added here appears everywhere, with one name.
+// column added here appears everywhere, with one name. A figure only /summary holds (a list,
+// or a total analysis/ checks the records against) is a cell with neither key nor title.
 #pragma once
 
 #include <cstdint>
@@ -22,10 +23,14 @@ struct ResultCell {
   struct MeanStd {
     double mean = 0.0, stddev = 0.0;
   };
-  std::string key;    // CSV column and JSON key
+  // Lists (per-position acceptance, the acceptance histogram) have no CSV or text form, so
+  // only /summary-only cells hold them.
+  using Value = std::variant<None, std::string, int64_t, double, MeanStd, std::vector<double>,
+                             std::vector<int64_t>>;
+  std::string key;    // CSV column and JSON key; empty: not in CSV or JSON
   std::string title;  // text heading; empty: not in the text table
   int width = 0;      // text column width
-  std::variant<None, std::string, int64_t, double, MeanStd> value;
+  Value value;
   // printf format of the text cell (a MeanStd gets mean and stddev; others their value).
   const char* text_format = "%g";
   // /summary attribute names (docs/hdf5-schema.md); empty: not written there. A MeanStd

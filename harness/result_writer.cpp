@@ -1,5 +1,8 @@
 #include "harness/result_writer.h"
 
+#include <type_traits>
+#include <variant>
+
 #include "comm/messages.h"
 #include "harness/hdf5_writer.h"
 #include "harness/result_metadata.h"
@@ -91,42 +94,22 @@ void write_fanouts(ResultFile& file, const std::vector<RoundRecord>& rounds) {
   file.write_dataset("/rounds/fanout", {rounds.size(), width}, shape.data());
 }
 
-void write_speculation_summary(ResultFile& file, const SpeculationSummary& sp) {
-  file.set_attr("/summary", "lookahead", int64_t(sp.lookahead));
-  file.set_attr("/summary", "rounds", sp.rounds);
-  file.set_attr("/summary", "drafted_tokens", sp.drafted);
-  file.set_attr("/summary", "accepted_tokens", sp.accepted);
-  file.set_attr("/summary", "per_position_acceptance", sp.per_position);
-  file.set_attr("/summary", "acceptance_length_histogram", sp.histogram);
-  file.set_attr("/summary", "draft_time_s", sp.draft_s);
-  file.set_attr("/summary", "verify_time_s", sp.verify_s);
-  if (sp.cache) {
-    file.set_attr("/summary", "cache_lookups", sp.lookups);
-    file.set_attr("/summary", "cache_hits", sp.hits);
-    file.set_attr("/summary", "p_hit_primary", sp.p_hit_primary);
-    file.set_attr("/summary", "p_hit_backup", sp.p_hit_backup);
-    file.set_attr("/summary", "e_hit", sp.e_hit);
-    file.set_attr("/summary", "e_miss", sp.e_miss);
-    file.set_attr("/summary", "t_p", sp.t_p);
-    file.set_attr("/summary", "t_b", sp.t_b);
-    file.set_attr("/summary", "t_jit", sp.t_jit);
-    file.set_attr("/summary", "t_backup", sp.t_backup);
-    file.set_attr("/summary", "ssd_warning", sp.warning);
-  }
-}
-
-// The result row's figures, under the /summary names docs/hdf5-schema.md gives them.
-void write_row_summary(ResultFile& file, const std::vector<ResultCell>& row) {
+// Every /summary attribute is a cell of the result row, under the name docs/hdf5-schema.md
+// gives it.
+void write_summary(ResultFile& file, const std::vector<ResultCell>& row) {
   for (const ResultCell& c : row) {
     if (c.summary_key.empty()) continue;
-    if (auto* m = std::get_if<ResultCell::MeanStd>(&c.value)) {
-      file.set_attr("/summary", c.summary_key, m->mean);
-      file.set_attr("/summary", c.summary_std_key, m->stddev);
-    } else if (auto* d = std::get_if<double>(&c.value)) {
-      file.set_attr("/summary", c.summary_key, *d);
-    } else if (auto* i = std::get_if<int64_t>(&c.value)) {
-      file.set_attr("/summary", c.summary_key, *i);
-    }
+    std::visit(
+        [&](const auto& value) {
+          using Value = std::decay_t<decltype(value)>;
+          if constexpr (std::is_same_v<Value, ResultCell::MeanStd>) {
+            file.set_attr("/summary", c.summary_key, value.mean);
+            file.set_attr("/summary", c.summary_std_key, value.stddev);
+          } else if constexpr (!std::is_same_v<Value, ResultCell::None>) {
+            file.set_attr("/summary", c.summary_key, value);
+          }
+        },
+        c.value);
   }
 }
 
@@ -208,16 +191,8 @@ void write_result_file(const std::string& path, bool overwrite,
     write_rounds(file, records.rounds);
     write_fanouts(file, records.rounds);
     if (!records.draft_ranks.empty()) write_draft_ranks(file, records.draft_ranks);
-    write_speculation_summary(file, summary.speculation);
   }
-
-  write_row_summary(file, row);
-  file.set_attr("/summary", "generated_tokens_per_rep", summary.generated_tokens);
-  file.set_attr("/summary", "clock_span_s", records.clock_span_s);
-  file.set_attr("/summary", "tokens_identical_across_reps",
-                int64_t(!summary.tokens_check_applies          ? -1
-                        : summary.tokens_identical_across_reps ? 1
-                                                               : 0));
+  write_summary(file, row);
   file.commit();
 }
 

@@ -127,6 +127,7 @@ RunSummary summarize(const RunRecords& records, bool identical) {
   s.prefill_tokens_per_s = mean_stddev(prefill);
   s.reps = int(records.reps.size());
   s.generated_tokens = records.reps.empty() ? 0 : records.reps.front().generated_tokens;
+  s.clock_span_s = records.clock_span_s;
   s.tokens_identical_across_reps = identical;
 
   SpeculationSummary& sp = s.speculation;

@@ -48,6 +48,7 @@ struct RunSummary {
   Stat prefill_tokens_per_s;
   int reps = 0;
   int64_t generated_tokens = 0;  // per repetition
+  double clock_span_s = 0.0;     // RunRecords::clock_span_s, for the result row
   bool tokens_identical_across_reps = true;
   // Whether that check applies: AR, SD, greedy SSD and real outcomes reproduce their tokens
   // exactly; sampled SSD and synthetic outcomes depend on the adaptive cache (its budget and

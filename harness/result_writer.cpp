@@ -113,53 +113,33 @@ void write_summary(ResultFile& file, const std::vector<ResultCell>& row) {
   }
 }
 
-void write_records(ResultFile& file, const RunRecords& records) {
-  std::vector<int32_t> rep, step, row, sequence, tokens;
-  std::vector<double> start, step_s, forward_s;
-  for (const StepRecord& s : records.steps) {
-    rep.push_back(s.rep);
-    step.push_back(s.step);
-    row.push_back(s.row);
-    sequence.push_back(s.sequence);
-    tokens.push_back(s.tokens);
-    start.push_back(s.start_s);
-    step_s.push_back(s.step_s);
-    forward_s.push_back(s.forward_s);
-  }
-  file.write_column("/steps/rep", rep);
-  file.write_column("/steps/step", step);
-  file.write_column("/steps/row", row);
-  file.write_column("/steps/sequence", sequence);
-  file.write_column("/steps/tokens", tokens);
-  file.write_column("/steps/start_s", start);
-  file.write_column("/steps/step_time_s", step_s);
-  file.write_column("/steps/forward_time_s", forward_s);
+void write_steps(ResultFile& file, const std::vector<StepRecord>& steps) {
+  RecordColumns<StepRecord> table{file, "/steps", steps};
+  const auto column = [&](const char* name, auto get) { table.column(name, get); };
+  column("rep", [](const StepRecord& s) { return int32_t(s.rep); });
+  column("step", [](const StepRecord& s) { return int32_t(s.step); });
+  column("row", [](const StepRecord& s) { return int32_t(s.row); });
+  column("sequence", [](const StepRecord& s) { return int32_t(s.sequence); });
+  column("tokens", [](const StepRecord& s) { return int32_t(s.tokens); });
+  column("start_s", [](const StepRecord& s) { return s.start_s; });
+  column("step_time_s", [](const StepRecord& s) { return s.step_s; });
+  column("forward_time_s", [](const StepRecord& s) { return s.forward_s; });
+}
 
-  std::vector<int32_t> r_rep;
-  std::vector<int64_t> prefill_tokens, decode_tokens, decode_steps, generated;
-  std::vector<double> prefill_s, decode_s, tps, ms, per_sequence;
-  for (const RepTotals& r : records.reps) {
-    r_rep.push_back(r.rep);
-    prefill_s.push_back(r.prefill_s);
-    prefill_tokens.push_back(r.prefill_tokens);
-    decode_s.push_back(r.decode_s);
-    decode_tokens.push_back(r.decode_tokens);
-    decode_steps.push_back(r.decode_steps);
-    per_sequence.push_back(r.per_sequence_decode_tokens);
-    generated.push_back(r.generated_tokens);
-    tps.push_back(r.decode_tokens_per_s());
-    ms.push_back(r.ms_per_token());
-  }
-  file.write_column("/reps/rep", r_rep);
-  file.write_column("/reps/prefill_time_s", prefill_s);
-  file.write_column("/reps/prefill_tokens", prefill_tokens);
-  file.write_column("/reps/decode_time_s", decode_s);
-  file.write_column("/reps/decode_tokens", decode_tokens);
-  file.write_column("/reps/decode_steps", decode_steps);
-  file.write_column("/reps/per_sequence_decode_tokens", per_sequence);
-  file.write_column("/reps/generated_tokens", generated);
-  file.write_column("/reps/decode_tokens_per_s", tps);
-  file.write_column("/reps/ms_per_token", ms);
+void write_reps(ResultFile& file, const std::vector<RepTotals>& reps) {
+  RecordColumns<RepTotals> table{file, "/reps", reps};
+  const auto column = [&](const char* name, auto get) { table.column(name, get); };
+  column("rep", [](const RepTotals& r) { return int32_t(r.rep); });
+  column("prefill_time_s", [](const RepTotals& r) { return r.prefill_s; });
+  column("prefill_tokens", [](const RepTotals& r) { return r.prefill_tokens; });
+  column("decode_time_s", [](const RepTotals& r) { return r.decode_s; });
+  column("decode_tokens", [](const RepTotals& r) { return r.decode_tokens; });
+  column("decode_steps", [](const RepTotals& r) { return r.decode_steps; });
+  column("per_sequence_decode_tokens",
+         [](const RepTotals& r) { return r.per_sequence_decode_tokens; });
+  column("generated_tokens", [](const RepTotals& r) { return r.generated_tokens; });
+  column("decode_tokens_per_s", [](const RepTotals& r) { return r.decode_tokens_per_s(); });
+  column("ms_per_token", [](const RepTotals& r) { return r.ms_per_token(); });
 }
 
 }  // namespace
@@ -186,7 +166,8 @@ void write_result_file(const std::string& path, bool overwrite,
   file.write_dataset("/prompt_tokens", {prompts.size(), longest}, prompt_tokens.data());
   file.write_column("/prompt_lengths", lengths);
 
-  write_records(file, records);
+  write_steps(file, records.steps);
+  write_reps(file, records.reps);
   if (summary.speculation.present) {
     write_rounds(file, records.rounds);
     write_fanouts(file, records.rounds);

@@ -1,5 +1,6 @@
 #include "harness/result_writer.h"
 
+#include <algorithm>
 #include <type_traits>
 #include <variant>
 
@@ -18,16 +19,15 @@ std::vector<int32_t> padded(const std::vector<std::vector<int32_t>>& rows, size_
   return out;
 }
 
-void write_metadata(ResultFile& file, const std::vector<std::string>& argv, const RunInfo& info,
-                    const RunConfig& config, const ModelSummary& target,
-                    const std::optional<ModelSummary>& draft) {
+void write_metadata(ResultFile& file, const RunResult& run) {
+  const RunConfig& config = run.config;
   RootMetadata m{mode_name(config.mode),
-                 argv,
+                 run.argv,
                  describe(config),
                  config.outcomes != "real",
-                 {{"target", &target}}};
-  if (draft) m.models.emplace_back("draft", &*draft);
-  write_root_metadata(file, m, info);
+                 {{"target", &run.target}}};
+  if (run.draft) m.models.emplace_back("draft", &*run.draft);
+  write_root_metadata(file, m, run.info);
   file.set_attr("/", "outcomes", config.outcomes);
 }
 
@@ -144,36 +144,33 @@ void write_reps(ResultFile& file, const std::vector<RepTotals>& reps) {
 
 }  // namespace
 
-void write_result_file(const std::string& path, bool overwrite,
-                       const std::vector<std::string>& argv, const RunInfo& info,
-                       const RunConfig& config, const ModelSummary& target,
-                       const std::optional<ModelSummary>& draft, const Prompts& prompts,
-                       const RunRecords& records, const RunSummary& summary,
-                       const std::vector<ResultCell>& row) {
-  ResultFile file = ResultFile::create(path, overwrite);
-  write_metadata(file, argv, info, config, target, draft);
+void write_result_file(const RunResult& run) {
+  const RunRecords& records = run.records;
+  ResultFile file = ResultFile::create(run.config.out, run.config.overwrite);
+  write_metadata(file, run);
 
-  const size_t width = size_t(config.max_new_tokens);
+  const size_t width = size_t(run.config.max_new_tokens);
   const std::vector<int32_t> generated = padded(records.generated, width);
   file.write_dataset("/generated_tokens", {records.generated.size(), width}, generated.data());
   size_t longest = 0;
   std::vector<int32_t> lengths;
-  for (const auto& p : prompts) {
+  for (const auto& p : run.prompts) {
     longest = std::max(longest, p.size());
     lengths.push_back(int32_t(p.size()));
   }
-  const std::vector<int32_t> prompt_tokens = padded(prompts, longest);
-  file.write_dataset("/prompt_tokens", {prompts.size(), longest}, prompt_tokens.data());
+  const std::vector<int32_t> prompt_tokens = padded(run.prompts, longest);
+  file.write_dataset("/prompt_tokens", {run.prompts.size(), longest}, prompt_tokens.data());
   file.write_column("/prompt_lengths", lengths);
 
   write_steps(file, records.steps);
   write_reps(file, records.reps);
-  if (summary.speculation.present) {
+  // SD and SSD: rounds exist exactly where the row has speculation figures.
+  if (!records.rounds.empty()) {
     write_rounds(file, records.rounds);
     write_fanouts(file, records.rounds);
     if (!records.draft_ranks.empty()) write_draft_ranks(file, records.draft_ranks);
   }
-  write_summary(file, row);
+  write_summary(file, run.row);
   file.commit();
 }
 

@@ -6,20 +6,29 @@
 #include <vector>
 
 #include "harness/cli.h"
-#include "harness/prompts.h"
 #include "harness/model_summary.h"
+#include "harness/prompts.h"
 #include "harness/result_row.h"
 #include "harness/run_info.h"
-#include "harness/summary.h"
 #include "ssd/records.h"
 
 namespace ssd {
 
-void write_result_file(const std::string& path, bool overwrite,
-                       const std::vector<std::string>& argv, const RunInfo& info,
-                       const RunConfig& config, const ModelSummary& target,
-                       const std::optional<ModelSummary>& draft, const Prompts& prompts,
-                       const RunRecords& records, const RunSummary& summary,
-                       const std::vector<ResultCell>& row);
+// What the file holds, by reference: the lead rank has it all at hand when the run ends.
+struct RunResult {
+  // What ran: the command line, host and ranks, the resolved flags (config.out and
+  // config.overwrite say where the file goes), the models and the prompts.
+  const std::vector<std::string>& argv;
+  const RunInfo& info;
+  const RunConfig& config;
+  const ModelSummary& target;
+  const std::optional<ModelSummary>& draft;
+  const Prompts& prompts;
+  // What it measured: the records, and the result row, whose cells are /summary.
+  const RunRecords& records;
+  const std::vector<ResultCell>& row;
+};
+
+void write_result_file(const RunResult& run);
 
 }  // namespace ssd

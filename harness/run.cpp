@@ -207,8 +207,14 @@ int lead(const RunPlan& plan, Launch& launch, const Prompts& prompts, const RunI
   report.result_row(row);
   if (c.show_tokens) report.tokens(records.generated);
   if (!c.out.empty())
-    write_result_file(c.out, c.overwrite, argv, info, c, launch.target, launch.draft, prompts,
-                      records, summary, row);
+    write_result_file({.argv = argv,
+                       .info = info,
+                       .config = c,
+                       .target = launch.target,
+                       .draft = launch.draft,
+                       .prompts = prompts,
+                       .records = records,
+                       .row = row});
   report.final_lines(summary, c.out);
   return identical || !summary.tokens_check_applies ? 0 : 1;
 }

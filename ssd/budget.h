@@ -8,6 +8,8 @@
 
 #include <vector>
 
+#include "ssd/fanout.h"
+
 namespace ssd {
 
 // The largest budget per sequence --budget auto may choose: the draft rank's scratch slots
@@ -25,8 +27,8 @@ struct BudgetInputs {
   double glue_s = 0.0;              // the glue step before branching
   double step_a_s = 0.0;            // one branch step over n branch rows costs step_a + step_b * n
   double step_b_s = 0.0;
-  double acceptance = 0.7;  // a of the primary, and r of the shifted power law (ssd/fanout.h)
-  double r = 0.7;
+  double acceptance = kFanoutPrior;  // a of the primary, and r of the shifted power law
+  double r = kFanoutPrior;
   // Fallback after a miss, for the whole batch: the primary drafting just in time (yielding
   // E_hit tokens) or the backup (yielding e_miss_backup = 1 + its mean accepted count).
   double primary_fallback_s = 0.0;

@@ -38,7 +38,7 @@ void append_one_hot(std::vector<float>& probs, int vocab, int32_t token) {
 int32_t resolve_synthetic_bonus(uint64_t seed, int sequence, uint64_t& draws,
                                 const std::vector<int32_t>& candidates, int32_t excluded, int rank,
                                 int vocab) {
-  UniformStream u{seed ^ kResolveSeed, sampling_stream(sequence) + 3, draws};
+  UniformStream u{seed ^ kResolveSeed, resolve_stream(sequence), draws};
   const int32_t bonus = resolve_ranked_bonus(candidates, excluded, rank, vocab, u);
   draws = u.counter;
   return bonus;

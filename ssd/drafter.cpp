@@ -107,7 +107,8 @@ SpeculationMessage Drafter::propose(const OutcomeMessage& outcome) {
       if (target_temperature_ > 0.0) append_one_hot(s.probs, vocab, token);
     } else {
       softmax(l, vocab, temperature_, probs_);
-      token = sample_from(probs_, uniform01(seed_, sampling_stream(row.sequence) + 2, row.draws++));
+      token =
+          sample_from(probs_, uniform01(seed_, draft_sampling_stream(row.sequence), row.draws++));
       s.probs.insert(s.probs.end(), probs_.begin(), probs_.end());
     }
     if (synthetic_) row.lists[step] = top_tokens(l, vocab, 64, -1);

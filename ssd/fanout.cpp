@@ -207,6 +207,13 @@ void FanoutEstimator::observe(int accepted, int drafted, int bonus_rank, int lis
   }
 }
 
+FanoutLaw FanoutEstimator::law(double fixed_acceptance, double fixed_r) const {
+  FanoutLaw law;
+  law.acceptance = fixed_acceptance >= 0 ? fixed_acceptance : acceptance(kFanoutPrior);
+  law.r = fixed_r >= 0 ? fixed_r : power_law_r(kFanoutPrior);
+  return law;
+}
+
 double FanoutEstimator::acceptance(double fallback) const {
   return drafted_ > 0 ? double(accepted_) / double(drafted_) : fallback;
 }

@@ -68,10 +68,22 @@ int window_fanout_budget(double window_s, double glue_s, double step_a, double s
 // power law h(F) = 1 - (F+1)^{-r} (see above). For tests and reports.
 double expected_hit_rate(const std::vector<int>& shape, double acceptance, double r);
 
+// a and r before a run has measured them (--fanout-alpha / --fanout-r auto): a prior, not a fit.
+inline constexpr double kFanoutPrior = 0.7;
+
+// The acceptance a and power-law exponent r that shape a fan-out (Theorem 12's inputs).
+struct FanoutLaw {
+  double acceptance = kFanoutPrior;
+  double r = kFanoutPrior;
+};
+
 // Online estimates for --fanout-alpha auto / --fanout-r auto (one instance for the primary
 // shape, one for the backup shape).
 class FanoutEstimator {
  public:
+  // Each of a and r fixed where given (>= 0; < 0 = auto), else estimated from the run so far,
+  // kFanoutPrior until there is something to estimate from.
+  FanoutLaw law(double fixed_acceptance, double fixed_r) const;
   // One verification outcome of a round speculated by this speculator: k accepted of K
   // drafted, and the 1-based rank of the realised bonus token in the draft's candidate list at
   // position k (0 when it was not in the list at all, i.e. rank > the list length L examined).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ssd/fallback.h"
+#include "ssd/fanout.h"
 
 namespace ssd {
 
@@ -39,7 +40,7 @@ struct LookaheadChoice {
 
 struct LookaheadPrior {
   double acceptance = 0.8;  // a: per-token acceptance (E[tokens] of Appendix A.2)
-  double r = 0.7;           // the fan-out power law's r (ssd/fanout.h), SSD only
+  double r = kFanoutPrior;  // the fan-out power law's r (ssd/fanout.h), SSD only
   FallbackMode fallback = FallbackMode::Auto;
 };
 

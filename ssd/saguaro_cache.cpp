@@ -32,8 +32,9 @@ void SaguaroDrafter::choose_auto_budget(int rows, int batch) {
   in.glue_s = glue_s_;
   in.step_a_s = step_cost_.a();
   in.step_b_s = step_cost_.b();
-  in.acceptance = s_.alpha >= 0 ? s_.alpha : primary_stats_.acceptance(0.7);
-  in.r = s_.r >= 0 ? s_.r : primary_stats_.power_law_r(0.7);
+  const FanoutLaw law = primary_stats_.law(s_.alpha, s_.r);
+  in.acceptance = law.acceptance;
+  in.r = law.r;
   // Just in time, the primary drafts K steps for the batch; before it ever did, that is K
   // branch-sized steps over one row per sequence.
   in.primary_fallback_s = meter_.primary_fallbacks()

@@ -46,11 +46,9 @@ void SaguaroDrafter::start(const StartMessage& m) {
 std::vector<int32_t> SaguaroDrafter::shape_for(SpeculationSource source) const {
   const bool backup = source == SpeculationSource::Backup;
   const FanoutSpec& spec = backup ? s_.backup_fanout : s_.fanout;
-  const FanoutEstimator& stats = backup ? backup_stats_ : primary_stats_;
-  const double alpha = s_.alpha >= 0 ? s_.alpha : stats.acceptance(0.7);
-  const double r = s_.r >= 0 ? s_.r : stats.power_law_r(0.7);
+  const FanoutLaw law = (backup ? backup_stats_ : primary_stats_).law(s_.alpha, s_.r);
   const int budget = spec.budget > 0 ? spec.budget : current_budget();
-  std::vector<int> shape = resolve_fanout(spec, s_.lookahead, budget, alpha, r);
+  std::vector<int> shape = resolve_fanout(spec, s_.lookahead, budget, law.acceptance, law.r);
   return std::vector<int32_t>(shape.begin(), shape.end());
 }
 
@@ -65,7 +63,7 @@ int32_t SaguaroDrafter::sample(Row& row, const float* logits, int fanout_here,
   // target verifies against, so the output stays lossless.
   saguaro_distribution(logits, vocab_, s_.draft_temperature, fanout_here, s_.saguaro_c, probs_);
   const int32_t token =
-      sample_from(probs_, uniform01(s_.seed, sampling_stream(row.sequence) + 2, row.draws++));
+      sample_from(probs_, uniform01(s_.seed, draft_sampling_stream(row.sequence), row.draws++));
   if (s_.trace)
     s_.trace->sampled.push_back({spec, k,
                                  saguaro_downweights() ? top_tokens(logits, vocab_, fanout_here, -1)
@@ -112,10 +110,10 @@ void SaguaroDrafter::draft_backup(const std::vector<int>& rows, SpeculationMessa
   for (size_t i = 0; i < rows.size(); ++i) {
     Row& row = rows_[rows[i]];
     SequenceSpeculation& out = spec.sequences[slots[i]];
-    BackupProposal p = s_.backup == BackupKind::Ngram
-                           ? ngram_backup(row.tokens, K, vocab_, 3, want_probs)
-                           : random_backup(K, vocab_, s_.seed, sampling_stream(row.sequence) + 3,
-                                           row.draws, want_probs);
+    BackupProposal p =
+        s_.backup == BackupKind::Ngram
+            ? ngram_backup(row.tokens, K, vocab_, 3, want_probs)
+            : random_backup(K, vocab_, s_.seed, backup_stream(row.sequence), row.draws, want_probs);
     row.spec = p.tokens;
     row.spec_cached = 0;
     row.lists.assign(K + 1, {});

@@ -17,6 +17,13 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// Four streams per sequence, in this order.
+enum StreamPurpose : uint64_t { kTargetSampling, kAcceptance, kDraftSampling, kSpare, kPurposes };
+
+uint64_t stream_of(int sequence, StreamPurpose purpose) {
+  return kPurposes * uint64_t(sequence) + purpose;
+}
+
 }  // namespace
 
 double uniform01(uint64_t seed, uint64_t stream, uint64_t counter) {
@@ -93,12 +100,20 @@ int32_t sample_token(const float* logits, int vocab, double temperature, double 
   return sample_from(probs, u);
 }
 
-// Four streams per sequence: token sampling, acceptance tests, draft sampling, spare.
 uint64_t sampling_stream(int sequence) {
-  return 4 * uint64_t(sequence);
+  return stream_of(sequence, kTargetSampling);
 }
 uint64_t acceptance_stream(int sequence) {
-  return 4 * uint64_t(sequence) + 1;
+  return stream_of(sequence, kAcceptance);
+}
+uint64_t draft_sampling_stream(int sequence) {
+  return stream_of(sequence, kDraftSampling);
+}
+uint64_t backup_stream(int sequence) {
+  return stream_of(sequence, kSpare);
+}
+uint64_t resolve_stream(int sequence) {
+  return stream_of(sequence, kSpare);
 }
 
 }  // namespace ssd

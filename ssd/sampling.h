@@ -23,10 +23,16 @@ int32_t sample_from(const std::vector<float>& probs, double u);
 // Greedy when temperature == 0, else a draw from softmax(logits / temperature).
 int32_t sample_token(const float* logits, int vocab, double temperature, double u);
 
-// The random streams of a sequence: the target's token sampling, SD's acceptance tests, and
-// (sampling_stream + 2, + 3) the draft's sampling and a spare. Streams depend only on the
-// prompt index, so a sequence draws the same numbers whatever batch it is in.
-uint64_t sampling_stream(int sequence);
-uint64_t acceptance_stream(int sequence);
+// The random streams of a sequence, one function per purpose. They depend only on the prompt
+// index, so a sequence draws the same numbers whatever batch or draft rank it is in; their
+// numbers are part of every sampled output, so they never change.
+uint64_t sampling_stream(int sequence);        // the target's token sampling
+uint64_t acceptance_stream(int sequence);      // the target's acceptance tests
+uint64_t draft_sampling_stream(int sequence);  // the draft's sampled tokens
+// Two features share the fourth stream and are told apart by their seed: the random backup
+// speculator draws with the run's seed, the resolution of synthetic bonus ranks with the seed
+// xor kResolveSeed (ssd/synthetic_outcome.h).
+uint64_t backup_stream(int sequence);
+uint64_t resolve_stream(int sequence);
 
 }  // namespace ssd

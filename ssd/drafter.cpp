@@ -3,43 +3,112 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "ssd/draft_steps.h"
 #include "ssd/saguaro_sampling.h"
 #include "ssd/sampling.h"
 #include "ssd/synthetic_outcome.h"
+#include "ssd/verification.h"
 
 namespace ssd {
+namespace {
 
-Drafter::Drafter(ModelGroup& draft, double temperature, uint64_t seed)
-    : draft_(draft), temperature_(temperature), seed_(seed) {}
+// Synthetic outcomes name the bonus by its rank among this many candidates (SD).
+constexpr int kSyntheticListLimit = 64;
 
-void Drafter::start(const StartMessage& m) {
-  lookahead_ = m.lookahead;
-  synthetic_ = m.synthetic;
-  target_temperature_ = m.temperature;
-  rows_.assign(m.prompts.size(), Row{});
-  size_t longest = 0;
-  for (size_t r = 0; r < m.prompts.size(); ++r) {
-    rows_[r].tokens = m.prompts[r];
-    rows_[r].sequence = m.sequence_ids.at(r);
-    rows_[r].lists.assign(m.lookahead + 1, {});
-    longest = std::max(longest, m.prompts[r].size());
+// A sequence about to be drafted: its cache row, committed tokens, and how many of them are
+// already in the draft's cache.
+struct DraftInput {
+  int row = 0;
+  const std::vector<int32_t>* committed = nullptr;
+  int cached = 0;
+};
+
+// K batched forward steps over `rows`: step 0 feeds every committed token not yet cached (the
+// bonus; after a full accept the last draft token too; the whole prompt in the first round),
+// step j the token picked at step j-1. Returns the K tokens of each row. The draft's cache then
+// holds every committed token and the first K-1 drafts of each row.
+std::vector<std::vector<int32_t>> draft_k_tokens(ModelGroup& draft,
+                                                 const std::vector<DraftInput>& rows, int K,
+                                                 const PickToken& pick,
+                                                 std::vector<float>& logits) {
+  const int vocab = draft.config().vocab_size;
+  std::vector<std::vector<int32_t>> tokens(rows.size());
+  for (int step = 0; step < K; ++step) {
+    ForwardBatch batch;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const DraftInput& in = rows[i];
+      const int length = int(in.committed->size()) + step;
+      if (step == 0) {
+        std::vector<int32_t> pending(in.committed->begin() + in.cached, in.committed->end());
+        batch.add_causal(in.row, in.cached, pending, ForwardBatch::Logits::Last);
+      } else {
+        batch.add_causal(in.row, length - 1, {tokens[i].back()}, ForwardBatch::Logits::All);
+      }
+    }
+    draft.forward(batch, logits);
+    for (size_t i = 0; i < rows.size(); ++i)
+      tokens[i].push_back(pick(i, step, logits.data() + i * size_t(vocab)));
   }
-  draft_.reset_cache(int(rows_.size()), int(longest) + m.max_new_tokens + m.lookahead + 2);
+  return tokens;
 }
 
-int32_t Drafter::apply(const SequenceOutcome& o) {
-  Row& row = rows_.at(o.row);
+// Synthetic outcomes: the bonus the target drew as a rank, named from the draft's candidate
+// list at position k (s_{k+1} = `excluded` skipped), with the sequence's own resolving stream
+// (`draws` is its counter).
+int32_t resolve_synthetic_bonus(uint64_t seed, int sequence, uint64_t& draws,
+                                const std::vector<int32_t>& candidates, int32_t excluded, int rank,
+                                int vocab) {
+  UniformStream u{seed ^ kResolveSeed, resolve_stream(sequence), draws};
+  const int32_t bonus = resolve_ranked_bonus(candidates, excluded, rank, vocab, u);
+  draws = u.counter;
+  return bonus;
+}
+
+}  // namespace
+
+int longest_sequence(const StartMessage& m) {
+  size_t longest = 0;
+  for (const std::vector<int32_t>& prompt : m.prompts) longest = std::max(longest, prompt.size());
+  return int(longest) + m.max_new_tokens;
+}
+
+Drafter::Drafter(ModelGroup& draft, double temperature, uint64_t seed, int list_limit)
+    : draft_(draft),
+      temperature_(temperature),
+      seed_(seed),
+      vocab_(draft.config().vocab_size),
+      list_limit_(list_limit) {}
+
+void Drafter::start(const StartMessage& m) {
+  // The committed tokens, a draft, and the draft's last token fed after a synthetic full accept.
+  start(m, longest_sequence(m) + m.lookahead + 2);
+}
+
+void Drafter::start(const StartMessage& m, int capacity) {
+  lookahead_ = m.lookahead;
+  synthetic_ = m.synthetic;
+  lists_ = list_limit_ > 0 ? list_limit_ : synthetic_ ? kSyntheticListLimit : 0;
+  target_temperature_ = m.temperature;
+  rows_.assign(m.prompts.size(), Sequence{});
+  for (size_t r = 0; r < m.prompts.size(); ++r) {
+    rows_[r].tokens = m.prompts[r];
+    rows_[r].id = m.sequence_ids.at(r);
+    rows_[r].lists.assign(m.lookahead + 1, {});
+  }
+  draft_.reset_cache(int(rows_.size()), capacity);
+}
+
+int32_t Drafter::commit(const SequenceOutcome& o) {
+  Sequence& row = rows_.at(o.row);
   if (o.accepted < 0 || o.accepted > int(row.draft.size()))
     throw std::runtime_error("Drafter: outcome accepts more tokens than were drafted");
   int32_t bonus = o.bonus;
   if (bonus < 0)  // synthetic outcome: the bonus is our rank-th candidate at position k
-    bonus = resolve_synthetic_bonus(seed_, row.sequence, row.resolve_draws, row.lists[o.accepted],
+    bonus = resolve_synthetic_bonus(seed_, row.id, row.resolve_draws, row.lists[o.accepted],
                                     o.accepted < lookahead_ ? row.draft[o.accepted] : -1,
-                                    o.bonus_rank, draft_.config().vocab_size);
-  // Drafting wrote K/V for draft tokens 1..K-1 (all K when a synthetic outcome needed the
-  // distribution after s_K) after the committed ones; the accepted ones among them stay
-  // valid, the rest are rolled back. (No draft yet: nothing changes.)
+                                    o.bonus_rank, vocab_);
+  // Drafting wrote K/V for draft tokens 1..K-1 (all K when the last was fed too) after the
+  // committed ones; the accepted ones among them stay valid, the rest are rolled back. (No
+  // draft yet: nothing changes.)
   if (!row.draft.empty())
     row.cached = int(row.tokens.size()) + std::min(o.accepted, row.draft_cached);
   row.tokens.insert(row.tokens.end(), row.draft.begin(), row.draft.begin() + o.accepted);
@@ -56,7 +125,7 @@ void Drafter::resolve_last_position(const OutcomeMessage& outcome) {
   ForwardBatch batch;
   std::vector<int> rows;
   for (const SequenceOutcome& o : outcome.sequences) {
-    Row& row = rows_.at(o.row);
+    Sequence& row = rows_.at(o.row);
     if (o.bonus >= 0 || o.accepted != lookahead_ || row.draft.empty()) continue;
     const int position = int(row.tokens.size()) + lookahead_ - 1;
     batch.add_causal(o.row, position, {row.draft.back()}, ForwardBatch::Logits::All);
@@ -64,22 +133,67 @@ void Drafter::resolve_last_position(const OutcomeMessage& outcome) {
   }
   if (rows.empty()) return;
   draft_.forward(batch, logits_);
-  const int vocab = draft_.config().vocab_size;
   for (size_t i = 0; i < rows.size(); ++i) {
-    rows_[rows[i]].lists[lookahead_] = top_tokens(logits_.data() + i * vocab, vocab, 64, -1);
+    rows_[rows[i]].lists[lookahead_] = top_tokens(logits_.data() + i * vocab_, vocab_, lists_, -1);
     rows_[rows[i]].draft_cached = lookahead_;
   }
 }
 
+std::vector<std::vector<int32_t>> Drafter::draft(const std::vector<int>& rows,
+                                                 const PickToken& pick) {
+  std::vector<DraftInput> inputs;
+  for (int r : rows) {
+    Sequence& row = rows_[r];
+    row.lists.assign(lookahead_ + 1, {});
+    inputs.push_back({r, &row.tokens, row.cached});
+  }
+  const auto listed_pick = [&](size_t i, int step, const float* l) {
+    if (lists_ > 0) rows_[rows[i]].lists[step] = top_tokens(l, vocab_, lists_, -1);
+    return pick(i, step, l);
+  };
+  std::vector<std::vector<int32_t>> drafted =
+      draft_k_tokens(draft_, inputs, lookahead_, listed_pick, logits_);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Sequence& row = rows_[rows[i]];
+    row.draft = drafted[i];
+    row.cached = int(row.tokens.size());
+    row.draft_cached = lookahead_ - 1;
+  }
+  return drafted;
+}
+
+int32_t Drafter::greedy(const float* logits, std::vector<float>* probs) const {
+  const int32_t token = argmax(logits, vocab_);
+  // A greedy draft's distribution is one-hot on its token; a sampling target verifies against
+  // it (paper §2.1).
+  if (probs && target_samples()) {
+    probs->resize(probs->size() + size_t(vocab_), 0.0f);
+    (*probs)[probs->size() - size_t(vocab_) + size_t(token)] = 1.0f;
+  }
+  return token;
+}
+
+int32_t Drafter::draw(Sequence& s, const std::vector<float>& probs) const {
+  return sample_from(probs, uniform01(seed_, draft_sampling_stream(s.id), s.draws++));
+}
+
+int32_t Drafter::pick(Sequence& s, const float* logits, std::vector<float>& probs) {
+  if (temperature_ == 0.0) return greedy(logits, &probs);
+  softmax(logits, vocab_, temperature_, probs_);
+  const int32_t token = draw(s, probs_);
+  // Every sampled row goes out, even to a greedy target.
+  probs.insert(probs.end(), probs_.begin(), probs_.end());
+  return token;
+}
+
 SpeculationMessage Drafter::propose(const OutcomeMessage& outcome) {
-  const int vocab = draft_.config().vocab_size;
   if (synthetic_) resolve_last_position(outcome);
   SpeculationMessage spec;
   spec.round = outcome.round;
-  spec.vocab = vocab;
+  spec.vocab = vocab_;
   std::vector<int> active;
   for (const SequenceOutcome& o : outcome.sequences) {
-    const int32_t bonus = apply(o);
+    const int32_t bonus = commit(o);
     SequenceSpeculation out;
     out.row = o.row;
     if (o.bonus < 0) out.resolved_bonus = bonus;
@@ -95,34 +209,10 @@ SpeculationMessage Drafter::propose(const OutcomeMessage& outcome) {
                         [&](const SequenceSpeculation& x) {
                           return std::find(active.begin(), active.end(), x.row) != active.end();
                         });
-
-  std::vector<DraftInput> inputs;
-  for (int r : active) inputs.push_back({r, &rows_[r].tokens, rows_[r].cached});
-  const auto pick = [&](size_t i, int step, const float* l) {
-    Row& row = rows_[active[i]];
-    SequenceSpeculation& s = spec.sequences[i];
-    int32_t token;
-    if (temperature_ == 0.0) {
-      token = argmax(l, vocab);
-      if (target_temperature_ > 0.0) append_one_hot(s.probs, vocab, token);
-    } else {
-      softmax(l, vocab, temperature_, probs_);
-      token =
-          sample_from(probs_, uniform01(seed_, draft_sampling_stream(row.sequence), row.draws++));
-      s.probs.insert(s.probs.end(), probs_.begin(), probs_.end());
-    }
-    if (synthetic_) row.lists[step] = top_tokens(l, vocab, 64, -1);
-    return token;
-  };
-  const auto drafted = draft_k_tokens(draft_, inputs, lookahead_, pick, logits_);
-  for (size_t i = 0; i < active.size(); ++i) {
-    rows_[active[i]].draft = drafted[i];
-    spec.sequences[i].tokens = drafted[i];
-  }
-  for (int r : active) {
-    rows_[r].cached = int(rows_[r].tokens.size());
-    rows_[r].draft_cached = lookahead_ - 1;
-  }
+  const auto drafted = draft(active, [&](size_t i, int, const float* l) {
+    return pick(rows_[active[i]], l, spec.sequences[i].probs);
+  });
+  for (size_t i = 0; i < active.size(); ++i) spec.sequences[i].tokens = drafted[i];
   return spec;
 }
 

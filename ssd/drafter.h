@@ -1,9 +1,12 @@
 // Drafter: the draft model's side of speculative decoding. Given last round's outcome per
 // sequence (k accepted, bonus token) it rolls its KV cache back to the accepted path and
 // drafts the next K tokens for every active sequence in one batched forward per step.
+// SSD's SaguaroDrafter is this drafter (its primary speculator) plus what it does between
+// rounds: it builds the speculation cache, and answers outcomes from it where it can.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "comm/messages.h"
@@ -11,39 +14,74 @@
 
 namespace ssd {
 
+// Chooses row i's token at `step` from the draft's logits there (greedy, sampled, SAGUARO),
+// keeping whatever else the caller needs (probabilities).
+using PickToken = std::function<int32_t(size_t i, int step, const float* logits)>;
+
+// The longest a sequence of the group can get: its prompt and every token it may generate.
+int longest_sequence(const StartMessage& m);
+
 class Drafter {
  public:
-  // temperature: the draft's sampling temperature (0 = greedy, then no probability rows).
-  Drafter(ModelGroup& draft, double temperature, uint64_t seed);
-
-  // A new batch group: fresh cache, prompts prefilled on the first propose().
-  void start(const StartMessage& m);
-  // Applies the outcome and drafts K tokens for every sequence in it.
-  SpeculationMessage propose(const OutcomeMessage& outcome);
-
- private:
-  struct Row {
+  // One sequence's drafting state, its random draws included: SSD's cache build and fallbacks
+  // keep their own per-sequence state beside it, not a second copy of it.
+  struct Sequence {
+    int id = 0;                   // prompt index: keys the sequence's random streams
     std::vector<int32_t> tokens;  // committed: prompt + generated
     int cached = 0;               // leading tokens whose K/V are in the draft's cache
-    std::vector<int32_t> draft;   // last round's draft
-    int sequence = 0;             // prompt index (random stream)
-    uint64_t draws = 0;
-    uint64_t resolve_draws = 0;
-    int draft_cached = 0;  // draft tokens whose K/V drafting wrote (K-1, or K)
-    // Synthetic outcomes: the top candidates at positions 0..K of the last draft.
+    std::vector<int32_t> draft;   // the speculation being verified
+    // Draft tokens whose K/V follow the committed ones': K-1 after drafting, K once the last
+    // was fed too (SD: a synthetic full accept; SSD: the glue step), 0 for a backup's.
+    int draft_cached = 0;
+    // Top candidates of the draft's distribution after k = 0..K draft tokens: what synthetic
+    // bonus ranks name, and SSD's bonus-token guesses (empty: not computed, which SSD's glue
+    // step then does).
     std::vector<std::vector<int32_t>> lists;
+    uint64_t draws = 0;          // the draft sampling stream's counter
+    uint64_t resolve_draws = 0;  // the resolving stream's (synthetic bonus ranks)
   };
-  // Applies an outcome; returns the bonus token (resolved from its rank when synthetic).
-  int32_t apply(const SequenceOutcome& o);
+
+  // temperature: the draft's sampling temperature (0 = greedy, then no probability rows).
+  // list_limit: candidates kept per drafted position; 0 = only for synthetic outcomes (64).
+  Drafter(ModelGroup& draft, double temperature, uint64_t seed, int list_limit = 0);
+
+  // A new batch group: fresh cache, prompts prefilled on the first draft. The cache holds
+  // `capacity` tokens per sequence (SSD's branches need more than the sequence and a draft).
+  void start(const StartMessage& m);
+  void start(const StartMessage& m, int capacity);
+  // SD: applies the outcome and drafts K tokens for every sequence in it.
+  SpeculationMessage propose(const OutcomeMessage& outcome);
+
+  // The parts SaguaroDrafter answers outcomes with.
+  Sequence& sequence(int row) { return rows_.at(size_t(row)); }
+  // Commits k accepted and the bonus (resolving a synthetic bonus from its rank); returns the
+  // bonus.
+  int32_t commit(const SequenceOutcome& o);
+  // Drafts K tokens just in time for `rows` with `pick` (which sees rows[i] as i), keeping
+  // the candidate lists; each row's draft is the returned tokens.
+  std::vector<std::vector<int32_t>> draft(const std::vector<int>& rows, const PickToken& pick);
+  // Greedy: the argmax, and its one-hot row in *probs when the target samples.
+  int32_t greedy(const float* logits, std::vector<float>* probs) const;
+  // A draw from `probs` on the sequence's draft sampling stream.
+  int32_t draw(Sequence& s, const std::vector<float>& probs) const;
+  uint64_t seed() const { return seed_; }
+  double temperature() const { return temperature_; }
+  bool target_samples() const { return target_temperature_ > 0.0; }
+
+ private:
   void resolve_last_position(const OutcomeMessage& outcome);
+  int32_t pick(Sequence& s, const float* logits, std::vector<float>& probs);
 
   ModelGroup& draft_;
   double temperature_;
   uint64_t seed_;
+  int vocab_;
+  int list_limit_ = 0;  // as given; lists_ is this group's
+  int lists_ = 0;
   int lookahead_ = 0;
   double target_temperature_ = 0.0;
   bool synthetic_ = false;
-  std::vector<Row> rows_;
+  std::vector<Sequence> rows_;
   std::vector<float> logits_, probs_;
 };
 

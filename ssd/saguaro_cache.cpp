@@ -58,13 +58,13 @@ void SaguaroDrafter::glue(const std::vector<int>& rows) {
   ForwardBatch batch;
   std::vector<std::pair<int, int>> wanted;  // (row, list index) per logit row
   for (int r : rows) {
-    Row& row = rows_[r];
-    const int len = int(row.tokens.size());
-    for (int p = row.cached; p < len + K; ++p) {
-      const int32_t token = p < len ? row.tokens[p] : row.spec[p - len];
-      if (p >= len && p - len < row.spec_cached) continue;  // already cached
+    const Sequence& seq = primary_.sequence(r);
+    const int len = int(seq.tokens.size());
+    for (int p = seq.cached; p < len + K; ++p) {
+      const int32_t token = p < len ? seq.tokens[p] : seq.draft[p - len];
+      if (p >= len && p - len < seq.draft_cached) continue;  // already cached
       const int list = p - len + 1;  // the token at position p + 1 is spec list `list`
-      const bool want = list >= 0 && list <= K && row.lists[list].empty();
+      const bool want = list >= 0 && list <= K && seq.lists[list].empty();
       batch.add_token(r, token, p, p, p + 1, {}, want);
       if (want) wanted.push_back({r, list});
     }
@@ -72,11 +72,12 @@ void SaguaroDrafter::glue(const std::vector<int>& rows) {
   if (batch.rows() == 0) return;
   draft_.forward(batch, logits_);
   for (size_t i = 0; i < wanted.size(); ++i)
-    rows_[wanted[i].first].lists[wanted[i].second] =
+    primary_.sequence(wanted[i].first).lists[wanted[i].second] =
         top_tokens(logits_.data() + i * vocab_, vocab_, list_limit_, -1);
   for (int r : rows) {
-    rows_[r].cached = int(rows_[r].tokens.size());
-    rows_[r].spec_cached = K;
+    Sequence& seq = primary_.sequence(r);
+    seq.cached = int(seq.tokens.size());
+    seq.draft_cached = K;
   }
 }
 
@@ -85,6 +86,7 @@ std::vector<SaguaroDrafter::BranchRef> SaguaroDrafter::prepare_branches(
   const int K = s_.lookahead;
   std::vector<BranchRef> refs;
   for (int r : rows) {
+    const Sequence& seq = primary_.sequence(r);
     Row& row = rows_[r];
     // A hit turns a branch into a primary-drafted speculation; its shape is fixed now, before
     // its tokens are sampled, and its own cache will be built with it.
@@ -97,11 +99,11 @@ std::vector<SaguaroDrafter::BranchRef> SaguaroDrafter::prepare_branches(
     // and 1 on the Qwen pair).
     row.prepared.assign(K + 1, 0);
     for (int k = 0; k <= K; ++k) {
-      const int32_t excluded = k < K ? row.spec[k] : -1;
+      const int32_t excluded = k < K ? seq.draft[k] : -1;
       const int limit = row.fanout[k];
       std::vector<int32_t> roots;
-      for (size_t i = 0; i < row.lists[k].size() && int(roots.size()) < limit; ++i) {
-        const int32_t t = row.lists[k][i];
+      for (size_t i = 0; i < seq.lists[k].size() && int(roots.size()) < limit; ++i) {
+        const int32_t t = seq.lists[k][i];
         if (t == excluded) continue;
         Branch b;
         b.k = k;
@@ -130,9 +132,8 @@ void SaguaroDrafter::draft_branches(const std::vector<BranchRef>& refs,
     const double step_start = global_now();
     ForwardBatch batch;
     for (const BranchRef& ref : refs) {
-      Row& row = rows_[ref.row];
-      Branch& b = row.branches[ref.branch];
-      const int len = int(row.tokens.size());
+      Branch& b = rows_[ref.row].branches[ref.branch];
+      const int len = int(primary_.sequence(ref.row).tokens.size());
       std::vector<int32_t> visible;
       for (int i = 0; i < b.k; ++i) visible.push_back(len + i);
       for (int i = 0; i <= step; ++i) visible.push_back(b.base_slot + i);
@@ -146,7 +147,8 @@ void SaguaroDrafter::draft_branches(const std::vector<BranchRef>& refs,
       const float* l = logits_.data() + i * vocab_;
       b.lists.push_back(top_tokens(l, vocab_, list_limit_, -1));
       // A hit makes this branch a primary-drafted speculation: sample as the primary would.
-      b.tokens.push_back(sample(row, l, row.branch_fanout[step], &b.probs, b.id, step));
+      b.tokens.push_back(
+          sample(primary_.sequence(refs[i].row), l, row.branch_fanout[step], &b.probs, b.id, step));
     }
     step_cost_.observe(double(refs.size()), global_now() - step_start);
     poll();

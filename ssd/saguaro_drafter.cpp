@@ -2,45 +2,50 @@
 #include "ssd/saguaro_drafter.h"
 
 #include <algorithm>
-#include <stdexcept>
 
 #include "comm/clock.h"
 #include "ssd/backup_speculator.h"
 #include "ssd/draft_endpoint.h"
-#include "ssd/draft_steps.h"
 #include "ssd/saguaro_sampling.h"
 #include "ssd/sampling.h"
 
 namespace ssd {
 
-SaguaroDrafter::SaguaroDrafter(ModelGroup& draft, const SaguaroSettings& settings)
-    : draft_(draft), s_(settings), vocab_(draft.config().vocab_size), policy_(settings.fallback) {
+namespace {
+
+// Candidates examined per position (ranks beyond count as 0): the 64 that synthetic ranks are
+// named from, or one past the widest fan-out the settings ask for.
+int list_limit(const SaguaroSettings& s) {
   int widest = 1;
-  for (const FanoutSpec* f : {&s_.fanout, &s_.backup_fanout}) {
+  for (const FanoutSpec* f : {&s.fanout, &s.backup_fanout}) {
     widest = std::max(widest, f->uniform);
     for (int v : f->list) widest = std::max(widest, v);
     widest = std::max(widest, f->budget);
   }
-  widest = std::max(widest, s_.budget);
-  list_limit_ = std::max(64, widest + 1);
+  widest = std::max(widest, s.budget);
+  return std::max(64, widest + 1);
+}
+
+}  // namespace
+
+SaguaroDrafter::SaguaroDrafter(ModelGroup& draft, const SaguaroSettings& settings)
+    : draft_(draft),
+      s_(settings),
+      vocab_(draft.config().vocab_size),
+      list_limit_(list_limit(settings)),
+      primary_(draft, settings.draft_temperature, settings.seed, list_limit_),
+      policy_(settings.fallback) {
   auto_budget_ = s_.lookahead + 1;  // one guess per position until there is a prediction
 }
 
 void SaguaroDrafter::start(const StartMessage& m) {
-  target_temperature_ = m.temperature;
-  rows_.assign(m.prompts.size(), Row{});
-  size_t longest = 0;
-  for (size_t r = 0; r < m.prompts.size(); ++r) {
-    rows_[r].tokens = m.prompts[r];
-    rows_[r].sequence = m.sequence_ids.at(r);
-    longest = std::max(longest, m.prompts[r].size());
-  }
   const int K = s_.lookahead;
   // Committed tokens and the speculation live below scratch_begin_; branches above it.
-  scratch_begin_ = int(longest) + m.max_new_tokens + 2 * K + 2;
+  scratch_begin_ = longest_sequence(m) + 2 * K + 2;
   const int max_budget = s_.budget > 0 ? std::max(s_.budget, list_limit_) : kMaxAutoBudget;
   capacity_ = scratch_begin_ + max_budget * K;
-  draft_.reset_cache(int(rows_.size()), capacity_);
+  primary_.start(m, capacity_);
+  rows_.assign(m.prompts.size(), Row{});
 }
 
 std::vector<int32_t> SaguaroDrafter::shape_for(SpeculationSource source) const {
@@ -52,71 +57,59 @@ std::vector<int32_t> SaguaroDrafter::shape_for(SpeculationSource source) const {
   return std::vector<int32_t>(shape.begin(), shape.end());
 }
 
-int32_t SaguaroDrafter::sample(Row& row, const float* logits, int fanout_here,
+int32_t SaguaroDrafter::sample(Sequence& seq, const float* logits, int fanout_here,
                                std::vector<float>* probs_out, int64_t spec, int k) {
-  if (s_.draft_temperature == 0.0) {
-    const int32_t token = argmax(logits, vocab_);
-    if (probs_out && target_temperature_ > 0.0) append_one_hot(*probs_out, vocab_, token);
-    return token;
-  }
+  const double temperature = primary_.temperature();
+  if (temperature == 0.0) return primary_.greedy(logits, probs_out);
   // Definition 14: the draft samples from sigma_{F,C}, and that exact distribution is what the
   // target verifies against, so the output stays lossless.
-  saguaro_distribution(logits, vocab_, s_.draft_temperature, fanout_here, s_.saguaro_c, probs_);
-  const int32_t token =
-      sample_from(probs_, uniform01(s_.seed, draft_sampling_stream(row.sequence), row.draws++));
+  saguaro_distribution(logits, vocab_, temperature, fanout_here, s_.saguaro_c, probs_);
+  const int32_t token = primary_.draw(seq, probs_);
   if (s_.trace)
     s_.trace->sampled.push_back({spec, k,
                                  saguaro_downweights() ? top_tokens(logits, vocab_, fanout_here, -1)
                                                        : std::vector<int32_t>{},
                                  token});
-  if (probs_out && target_temperature_ > 0.0)
+  if (probs_out && primary_.target_samples())
     probs_out->insert(probs_out->end(), probs_.begin(), probs_.end());
   return token;
 }
 
 void SaguaroDrafter::draft_primary(const std::vector<int>& rows, SpeculationMessage& spec,
                                    const std::vector<int>& slots) {
-  const int K = s_.lookahead;
   std::vector<std::vector<int32_t>> shapes;
-  std::vector<DraftInput> inputs;
   for (int r : rows) {
-    Row& row = rows_[r];
-    row.source = SpeculationSource::Primary;
-    row.spec_id = next_spec_id_++;
-    row.lists.assign(K + 1, {});
+    rows_[r].source = SpeculationSource::Primary;
+    rows_[r].spec_id = next_spec_id_++;
     shapes.push_back(shape_for(SpeculationSource::Primary));
-    inputs.push_back({r, &row.tokens, row.cached});
   }
-  const auto pick = [&](size_t i, int step, const float* l) {
-    Row& row = rows_[rows[i]];
-    row.lists[step] = top_tokens(l, vocab_, list_limit_, -1);
-    return sample(row, l, shapes[i][step], &spec.sequences[slots[i]].probs, row.spec_id, step);
-  };
-  const auto drafted = draft_k_tokens(draft_, inputs, K, pick, logits_);
+  const auto drafted = primary_.draft(rows, [&](size_t i, int step, const float* l) {
+    return sample(primary_.sequence(rows[i]), l, shapes[i][step], &spec.sequences[slots[i]].probs,
+                  rows_[rows[i]].spec_id, step);
+  });
   for (size_t i = 0; i < rows.size(); ++i) {
-    Row& row = rows_[rows[i]];
-    row.spec = drafted[i];
     spec.sequences[slots[i]].tokens = drafted[i];
-    row.cached = int(row.tokens.size());
-    row.spec_cached = K - 1;
-    row.fanout = std::move(shapes[i]);  // its cache is built with the shape it was sampled with
+    // Its cache is built with the shape it was sampled with.
+    rows_[rows[i]].fanout = std::move(shapes[i]);
   }
 }
 
 void SaguaroDrafter::draft_backup(const std::vector<int>& rows, SpeculationMessage& spec,
                                   const std::vector<int>& slots) {
   const int K = s_.lookahead;
-  const bool want_probs = target_temperature_ > 0.0;
+  const bool want_probs = primary_.target_samples();
   for (size_t i = 0; i < rows.size(); ++i) {
+    Sequence& seq = primary_.sequence(rows[i]);
     Row& row = rows_[rows[i]];
     SequenceSpeculation& out = spec.sequences[slots[i]];
-    BackupProposal p =
-        s_.backup == BackupKind::Ngram
-            ? ngram_backup(row.tokens, K, vocab_, 3, want_probs)
-            : random_backup(K, vocab_, s_.seed, backup_stream(row.sequence), row.draws, want_probs);
-    row.spec = p.tokens;
-    row.spec_cached = 0;
-    row.lists.assign(K + 1, {});
+    // The random backup counts its draws on the draft sampling counter (its stream is its own).
+    BackupProposal p = s_.backup == BackupKind::Ngram
+                           ? ngram_backup(seq.tokens, K, vocab_, 3, want_probs)
+                           : random_backup(K, vocab_, primary_.seed(), backup_stream(seq.id),
+                                           seq.draws, want_probs);
+    seq.draft = p.tokens;
+    seq.draft_cached = 0;
+    seq.lists.assign(K + 1, {});
     row.source = SpeculationSource::Backup;
     row.spec_id = next_spec_id_++;
     row.fanout = shape_for(SpeculationSource::Backup);
@@ -129,15 +122,13 @@ void SaguaroDrafter::draft_backup(const std::vector<int>& rows, SpeculationMessa
 int32_t SaguaroDrafter::commit_outcome(Row& row, const SequenceOutcome& o,
                                        SequenceSpeculation& out) {
   const int K = s_.lookahead;
-  if (o.accepted < 0 || o.accepted > K) throw std::runtime_error("Saguaro: bad outcome");
-  const int32_t excluded = o.accepted < K ? row.spec[o.accepted] : -1;
-  const std::vector<int32_t>& list = row.lists[o.accepted];
-  int32_t bonus = o.bonus;
-  if (bonus < 0) {  // synthetic outcome: the bonus is our rank-th candidate at position k
-    bonus = resolve_synthetic_bonus(s_.seed, row.sequence, row.resolve_draws, list, excluded,
-                                    o.bonus_rank, vocab_);
-    out.resolved_bonus = bonus;
-  }
+  Sequence& seq = primary_.sequence(o.row);
+  // s_{k+1} is never the bonus after its own rejection: the ranks skip it.
+  const int32_t excluded =
+      o.accepted >= 0 && o.accepted < int(seq.draft.size()) ? seq.draft[o.accepted] : -1;
+  const int32_t bonus = primary_.commit(o);
+  if (o.bonus < 0) out.resolved_bonus = bonus;
+  const std::vector<int32_t>& list = seq.lists[o.accepted];
   int rank = 0, seen = 0;
   for (int32_t t : list) {
     if (t == excluded) continue;
@@ -152,12 +143,6 @@ int32_t SaguaroDrafter::commit_outcome(Row& row, const SequenceOutcome& o,
   (was_backup ? backup_stats_ : primary_stats_)
       .observe(o.accepted, K, rank, int(list.size()) - (excluded >= 0 ? 1 : 0));
   meter_.verified(row.source, o.accepted);
-  const int committed_before = int(row.tokens.size());
-  row.tokens.insert(row.tokens.end(), row.spec.begin(), row.spec.begin() + o.accepted);
-  row.tokens.push_back(bonus);
-  row.cached = committed_before + o.accepted;  // the glue step cached the whole speculation
-  if (int(row.tokens.size()) != o.length)
-    throw std::runtime_error("Saguaro: sequence length disagrees with the target's");
   return bonus;
 }
 
@@ -165,19 +150,20 @@ void SaguaroDrafter::take_branch(Row& row, int r, int committed_before, Branch& 
                                  SequenceSpeculation& out) {
   const int K = s_.lookahead;
   const int accepted = branch.k;
+  Sequence& seq = primary_.sequence(r);
   // Move t, b_1 .. b_{K-1} from their scratch slots behind the accepted prefix.
   draft_.kv_move(r, branch.base_slot, r, committed_before + accepted, K);
-  row.cached = committed_before + accepted + 1;
-  row.spec = branch.tokens;
-  row.spec_cached = K - 1;
-  row.lists = std::move(branch.lists);
-  row.lists.resize(K + 1);
+  seq.cached = committed_before + accepted + 1;
+  seq.draft = branch.tokens;
+  seq.draft_cached = K - 1;
+  seq.lists = std::move(branch.lists);
+  seq.lists.resize(K + 1);
   row.spec_id = branch.id;
   row.fanout = row.branch_fanout;  // the shape its tokens were sampled with
   row.source = SpeculationSource::CacheHit;
   out.cache_hit = true;
   out.source = SpeculationSource::CacheHit;
-  out.tokens = row.spec;
+  out.tokens = seq.draft;
   out.probs = std::move(branch.probs);
 }
 
@@ -207,11 +193,9 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
     out.row = o.row;
     out.fanout = row.prepared;
     row.active = !o.finishing;
-    const int committed_before = int(row.tokens.size());
+    const int committed_before = int(primary_.sequence(o.row).tokens.size());
     if (row.source == SpeculationSource::Initial) {
-      row.tokens.push_back(o.bonus);
-      if (int(row.tokens.size()) != o.length)
-        throw std::runtime_error("Saguaro: sequence length disagrees with the target's");
+      primary_.commit(o);  // the target's first token, after the prefill
     } else {
       const int32_t bonus = commit_outcome(row, o, out);
       const auto hit = row.cache.find({o.accepted, bonus});

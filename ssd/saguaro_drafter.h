@@ -4,7 +4,8 @@
 // (Theorem 12's fan-out) and drafts K tokens after each in one batched forward per step, every
 // branch attending to the committed prefix, s_1..s_k and its own path (Figure 8). When the
 // outcome (k, t) arrives, a hit returns the cached speculation at once; a miss falls back to
-// the primary (just-in-time drafting) or a backup speculator (Theorem 17).
+// the primary (just-in-time drafting) or a backup speculator (Theorem 17). The primary is SD's
+// Drafter; this class adds the cache, the backup and the choice between them.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include "comm/peer_link.h"
 #include "ssd/backup_speculator.h"
 #include "ssd/budget.h"
+#include "ssd/drafter.h"
 #include "ssd/fallback.h"
 #include "ssd/fanout.h"
 #include "ssd/model_group.h"
@@ -71,6 +73,7 @@ class SaguaroDrafter {
   void build_cache(PeerLink& link, double speculation_sent_at);
 
  private:
+  using Sequence = Drafter::Sequence;
   struct Branch {
     int k = 0;
     int32_t root = 0;                         // the guessed bonus token t
@@ -80,16 +83,10 @@ class SaguaroDrafter {
     std::vector<float> probs;                 // K rows, when the target samples
     std::vector<std::vector<int32_t>> lists;  // top candidates of each b_i's distribution
   };
+  // What SSD keeps per sequence beside the primary's Sequence (committed tokens, the
+  // speculation being verified, its candidate lists, the random draws).
   struct Row {
-    int sequence = 0;
-    std::vector<int32_t> tokens;  // committed
-    int cached = 0;               // committed tokens with K/V in slots [0, cached)
-    std::vector<int32_t> spec;    // the speculation the target is verifying
-    int spec_cached = 0;          // of which K/V in slots [len, len + spec_cached)
     SpeculationSource source = SpeculationSource::Initial;
-    // Candidate lists (top tokens of the draft's logits) at positions 1..K+1 of the spec;
-    // an empty list means not known yet (the glue step computes it).
-    std::vector<std::vector<int32_t>> lists;
     int64_t spec_id = 0;
     // F_0..F_K of the spec being verified: chosen once, before its tokens were sampled, so
     // that SAGUARO sampling down-weights exactly the tokens its cache will prepare for.
@@ -101,13 +98,11 @@ class SaguaroDrafter {
     std::vector<int32_t> prepared;
     std::map<std::pair<int, int32_t>, int> cache;  // (k, t) -> branch
     std::vector<Branch> branches;
-    uint64_t draws = 0;
-    uint64_t resolve_draws = 0;
     bool active = true;
   };
 
-  // respond(), per outcome: commits k accepted and the bonus (resolving a synthetic bonus,
-  // measuring its rank and the speculator's acceptance); returns the bonus.
+  // respond(), per outcome: commits k accepted and the bonus (measuring its rank and the
+  // speculator's acceptance); returns the bonus.
   int32_t commit_outcome(Row& row, const SequenceOutcome& o, SequenceSpeculation& out);
   // A hit: the cached branch becomes the speculation, its K/V moved behind the accepted prefix.
   void take_branch(Row& row, int r, int committed_before, Branch& branch, SequenceSpeculation& out);
@@ -120,7 +115,8 @@ class SaguaroDrafter {
                      const std::vector<int>& slots);
   void draft_backup(const std::vector<int>& rows, SpeculationMessage& spec,
                     const std::vector<int>& slots);
-  int32_t sample(Row& row, const float* logits, int fanout_here, std::vector<float>* probs_out,
+  // The primary's token at one position, drawn from Definition 14's sigma_{F,C}.
+  int32_t sample(Sequence& seq, const float* logits, int fanout_here, std::vector<float>* probs_out,
                  int64_t spec, int k);
   // The fan-out shape for a speculation drafted by `source` (the backup's shape after a backup
   // round, the primary's otherwise) at the current budget and (a, r) estimates.
@@ -146,7 +142,8 @@ class SaguaroDrafter {
   SaguaroSettings s_;
   int vocab_ = 0;
   int list_limit_ = 64;  // candidates examined per position (ranks beyond count as 0)
-  double target_temperature_ = 0.0;
+  // SD's drafter: the committed sequences, just-in-time drafting and the random draws.
+  Drafter primary_;
   std::vector<Row> rows_;
   int64_t next_spec_id_ = 1;
   int scratch_begin_ = 0;  // first scratch slot offset past len + K

@@ -1,5 +1,6 @@
-"""Shared by the Python tests that launch ssd-bench under mpiexec: the command line every such
-test takes (tests/CMakeLists.txt passes --ssd-bench, --work and --mpiexec), and one launch."""
+"""Shared by the Python tests: the command line every test takes (tests/CMakeLists.txt passes
+--ssd-bench, --work and --mpiexec) and the run of its unittests, what this machine lacks (a
+skip with the reason; the CPU's bf16 dot product), and one ssd-bench launch under mpiexec."""
 import argparse
 import os
 import shutil
@@ -9,17 +10,38 @@ import tempfile
 import unittest
 
 
-def main(module, setup=None):
-    """Parses --ssd-bench, --work and --mpiexec into module.ARGS, calls setup(ARGS) if given
-    (helper modules that keep their own ARGS), and runs the module's unittests."""
+def main(module, setup=None, fresh_work=False):
+    """Parses --ssd-bench, --work and --mpiexec into module.ARGS (--work made absolute, created
+    if missing; emptied first with fresh_work), calls setup(ARGS) if given (helper modules that
+    keep their own ARGS), and runs the module's unittests."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--ssd-bench", required=True)
     parser.add_argument("--work", required=True)
     parser.add_argument("--mpiexec", default=shutil.which("mpiexec") or "mpiexec")
     module.ARGS, rest = parser.parse_known_args()
+    module.ARGS.work = os.path.abspath(module.ARGS.work)
+    if fresh_work:
+        shutil.rmtree(module.ARGS.work, ignore_errors=True)
+    os.makedirs(module.ARGS.work, exist_ok=True)
     if setup:
         setup(module.ARGS)
     unittest.main(module=module, argv=[sys.argv[0], *rest], verbosity=2)
+
+
+def skip_if(reason):
+    """Skips the calling test (from setUpClass, its whole class) when `reason` says why it cannot
+    run here; returns when it is empty or None."""
+    if reason:
+        raise unittest.SkipTest(reason)
+
+
+def cpu_has_bf16():
+    """Whether this CPU has AVX512_BF16 (--compute bf16's vdpbf16ps)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return "avx512_bf16" in f.read().split()
+    except OSError:
+        return False
 
 
 def launch(args, ranks, flags, timeout=300, env=None, quiet=False):

@@ -7,14 +7,15 @@ the pure-python unit tests of analysis/tests.
 
   /usr/bin/python3 tests/py_test_analysis.py --ssd-bench PATH --work DIR --mpiexec PATH
 """
-import argparse
 import csv
 import io
 import os
-import shutil
 import subprocess
 import sys
 import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpi_run  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ANALYZE = os.path.join(ROOT, "analysis", "ssd-analyze")
@@ -65,8 +66,6 @@ class Sweep(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        shutil.rmtree(ARGS.work, ignore_errors=True)
-        os.makedirs(ARGS.work)
         env_mpi = [ARGS.mpiexec, "-np", "2", "--allow-run-as-root", "--oversubscribe"]
         for name, (ranks, flags) in RUNS.items():
             path = os.path.join(ARGS.work, name + ".h5")
@@ -148,10 +147,4 @@ def load_tests(loader, tests, pattern):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ssd-bench", required=True)
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--mpiexec", default="mpiexec")
-    ARGS, rest = parser.parse_known_args()
-    ARGS.work = os.path.abspath(ARGS.work)
-    unittest.main(argv=[sys.argv[0], *rest])
+    mpi_run.main(sys.modules[__name__], fresh_work=True)

@@ -8,7 +8,6 @@ the roofline from the file, and that bad input gets one line naming the flag (ex
 
   /usr/bin/python3 tests/py_test_characterize.py --ssd-bench PATH --work DIR --mpiexec PATH
 """
-import argparse
 import math
 import os
 import re
@@ -20,6 +19,10 @@ import unittest
 import h5py
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpi_run  # noqa: E402
+from mpi_run import cpu_has_bf16  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARGS = None
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
@@ -29,15 +32,6 @@ QUICK = ["--threads", "1", "--min-time", "0.01", "--memory-bytes", str(8 << 20),
          "--comm-max-bytes", str(64 << 10)]
 TINY = ["--target", "synthetic:tiny-llama", "--draft", "synthetic:tiny-llama-other"]
 
-
-def cpu_has_bf16():
-    """Whether this CPU has AVX512_BF16 (--compute bf16's vdpbf16ps)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return "avx512_bf16" in f.read().split()
-    except OSError:
-        return False
-
 # Root attributes every result file has (analysis/ssd_analysis/schema.py ROOT_ATTRS).
 ROOT_ATTRS = ["schema_version", "complete", "mode", "config_json", "argv", "version",
               "git_commit", "build_type", "host", "cpu_model", "gpu_model", "start_time",
@@ -46,7 +40,7 @@ ROOT_ATTRS = ["schema_version", "complete", "mode", "config_json", "argv", "vers
 
 def characterize(np_, *flags):
     cmd = [ARGS.ssd_bench, "characterize", *flags]
-    if np_ > 1 or ARGS.mpiexec:
+    if np_ > 1 or shutil.which(ARGS.mpiexec):  # one rank runs alone where no mpiexec is
         cmd = [ARGS.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(np_), *cmd]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=ENV)
 
@@ -73,11 +67,6 @@ def target_alone(f):
 
 
 class Characterize(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        shutil.rmtree(ARGS.work, ignore_errors=True)
-        os.makedirs(ARGS.work)
-
     def run_ok(self, np_, *flags):
         proc = characterize(np_, *flags)
         self.assertEqual(proc.returncode, 0, f"{flags}:\n{proc.stdout}\n{proc.stderr}")
@@ -445,9 +434,4 @@ class Characterize(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ssd-bench", required=True)
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--mpiexec", default=shutil.which("mpiexec") or "")
-    ARGS, rest = parser.parse_known_args()
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    mpi_run.main(sys.modules[__name__], fresh_work=True)

@@ -1,13 +1,14 @@
 #!/usr/bin/python3
 """Bad input gets one line on stderr naming the flag or file, exit status 2, and no crash;
 --help and --config work."""
-import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpi_run  # noqa: E402
 
 ARGS = None
 TINY = ["--target", "synthetic:tiny-llama", "--max-new-tokens", "2", "--reps", "1",
@@ -19,11 +20,6 @@ def run(*flags):
 
 
 class Errors(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        shutil.rmtree(ARGS.work, ignore_errors=True)
-        os.makedirs(ARGS.work)
-
     def expect_error(self, flags, *needles):
         proc = run(*flags)
         self.assertEqual(proc.returncode, 2, f"{flags}: {proc.stdout}{proc.stderr}")
@@ -73,9 +69,7 @@ class Errors(unittest.TestCase):
         self.expect_error(TINY + ["--compute", "nope"], "--compute")
         self.expect_error(TINY + ["--compute", "bf16", "--gemm", "openblas"], "--compute",
                           "invariant")
-        with open("/proc/cpuinfo") as f:
-            bf16 = "avx512_bf16" in f.read().split()
-        if bf16:  # fp32 weights, refused before loading
+        if mpi_run.cpu_has_bf16():  # fp32 weights, refused before loading
             self.expect_error(TINY + ["--compute", "bf16", "--weight-dtype", "f32"], "--compute",
                               "--weight-dtype")
         else:  # the CPU refuses first
@@ -168,9 +162,4 @@ class Errors(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ssd-bench", required=True)
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--mpiexec", default="mpiexec")
-    ARGS, rest = parser.parse_known_args()
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    mpi_run.main(sys.modules[__name__], fresh_work=True)

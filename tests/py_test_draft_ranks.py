@@ -53,8 +53,6 @@ def run(name, ranks, flags):
 class GreedyEqualsAR(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        shutil.rmtree(ARGS.work, ignore_errors=True)
-        os.makedirs(ARGS.work)
         cls.ar = tokens_of(run("ar", 1, ["--mode", "ar", *GREEDY]))
 
     def check(self, name, path, draft_ranks):
@@ -152,7 +150,6 @@ class DraftRankDies(unittest.TestCase):
                 self.kill(victim)
 
     def kill(self, victim):
-        os.makedirs(ARGS.work, exist_ok=True)
         out = os.path.join(ARGS.work, f"killed{victim}.h5")
         flags = ["--target", TARGET, "--mode", "ssd", "--draft", "perturb:0.05",
                  "--draft-ranks", "3", "--batch-size", "6", "--num-prompts", "6",
@@ -192,4 +189,4 @@ class DraftRankDies(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    mpi_run.main(sys.modules[__name__])
+    mpi_run.main(sys.modules[__name__], fresh_work=True)

@@ -6,7 +6,6 @@ tiny models, several K and batch sizes, with the draft beside the target (SD) an
 rank (SD and SSD, SSD also with 2 and 3 draft ranks; on a one-GPU machine the ranks share the
 GPU). The result files record the backend and the GPU. Skips, with the reason, when this build
 has no CUDA backend or no GPU is visible."""
-import argparse
 import os
 import subprocess
 import sys
@@ -16,6 +15,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpi_run  # noqa: E402
 from stat_checks import first_difference, tokens_of  # noqa: E402
 
 ARGS = None
@@ -25,11 +25,7 @@ COMMON = ["--backend", "cuda", "--seed", "5", "--num-prompts", "3", "--prompt-le
 
 
 def launch(np_, flags, timeout=300):
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_mpi_yield_when_idle="1")
-    cmd = [ARGS.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", str(np_),
-           ARGS.ssd_bench, *flags]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    return mpi_run.launch(ARGS, np_, flags, timeout, env={"OMPI_MCA_mpi_yield_when_idle": "1"})
 
 
 def gpu_unavailable_reason():
@@ -51,10 +47,7 @@ def gpu_unavailable_reason():
 class GpuGreedyLossless(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        reason = gpu_unavailable_reason()
-        if reason:
-            raise unittest.SkipTest(reason)
-        os.makedirs(ARGS.work, exist_ok=True)
+        mpi_run.skip_if(gpu_unavailable_reason())
 
     def run_to_file(self, name, np_, flags):
         path = os.path.join(ARGS.work, name + ".h5")
@@ -126,9 +119,4 @@ class GpuGreedyLossless(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ssd-bench", required=True)
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--mpiexec", default="mpiexec")
-    ARGS, rest = parser.parse_known_args()
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    mpi_run.main(sys.modules[__name__])

@@ -1,17 +1,18 @@
 #!/usr/bin/python3
 """Runs ssd-bench on a tiny synthetic model and reads its HDF5 file back with h5py: every
 dataset and attribute of docs/hdf5-schema.md is there, and the tokens equal the console's."""
-import argparse
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import unittest
 
 import h5py
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpi_run  # noqa: E402
 
 ARGS = None
 
@@ -36,8 +37,6 @@ def console_tokens(stdout):
 class ReadBack(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        shutil.rmtree(ARGS.work, ignore_errors=True)
-        os.makedirs(ARGS.work)
         cls.path = os.path.join(ARGS.work, "ar.h5")
         cls.proc = run("--target", "synthetic:tiny-llama", "--batch-size", "2",
                        "--num-prompts", "3", "--prompt-len", "7", "--max-new-tokens", "12",
@@ -128,9 +127,4 @@ class ReadBack(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ssd-bench", required=True)
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--mpiexec", default="mpiexec")
-    ARGS, rest = parser.parse_known_args()
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    mpi_run.main(sys.modules[__name__], fresh_work=True)

@@ -4,11 +4,9 @@ the header's rank table (each rank's CPUs, and a warning where its threads outnu
 refusing a launcher it was not built for and ranks of two builds, the SD result file's /rounds
 table and speculation summary (recomputed from /rounds), and a rank that dies mid-run taking
 the whole job down."""
-import argparse
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +17,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpi_run  # noqa: E402
 from processes import alive, world_ranks  # noqa: E402
 
 ARGS = None
@@ -56,11 +55,6 @@ def own_lines(stderr):
 
 
 class Layout(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        shutil.rmtree(ARGS.work, ignore_errors=True)
-        os.makedirs(ARGS.work)
-
     def expect_error(self, np_, flags, *needles):
         proc = mpirun(np_, *flags)
         self.assertEqual(proc.returncode, 2, f"{flags}: {proc.stdout}{proc.stderr}")
@@ -322,9 +316,4 @@ class Layout(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ssd-bench", required=True)
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--mpiexec", default=shutil.which("mpiexec") or "mpiexec")
-    ARGS, rest = parser.parse_known_args()
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    mpi_run.main(sys.modules[__name__], fresh_work=True)

@@ -7,7 +7,6 @@ model), and AR at TP=2 generates TP=1's tokens.
 Sampled (temperature 1): the joint distribution of the first generated tokens under SD matches
 AR's (chi-square homogeneity test over many independent sequences of one prompt), and the test
 has the power to tell temperature 1 from 0.7."""
-import argparse
 import concurrent.futures
 import itertools
 import os
@@ -195,10 +194,4 @@ class SampledLossless(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ssd-bench", required=True)
-    parser.add_argument("--work", required=True)
-    parser.add_argument("--mpiexec", default=shutil.which("mpiexec") or "mpiexec")
-    ARGS, rest = parser.parse_known_args()
-    os.makedirs(ARGS.work, exist_ok=True)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    mpi_run.main(sys.modules[__name__])

@@ -64,9 +64,7 @@ def node_gpus():
 class SlurmCase(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        reason = slurm_unavailable()
-        if reason:
-            raise unittest.SkipTest(reason)
+        mpi_run.skip_if(slurm_unavailable())
 
     def setUp(self):
         self.work = os.path.join(ARGS.work, self._testMethodName)

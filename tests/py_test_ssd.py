@@ -65,11 +65,6 @@ def greedy_configs():
     return configs
 
 
-def has_bf16_dot():
-    with open("/proc/cpuinfo") as f:
-        return "avx512_bf16" in f.read().split()
-
-
 def bf16_compute_jobs():
     """AR, SD and SSD under --compute bf16 (tiny-llama is an fp32 checkpoint: bf16 weights)."""
     bf16 = ["--compute", "bf16", "--weight-dtype", "bf16"]
@@ -108,7 +103,7 @@ class GreedyLossless(unittest.TestCase):
         jobs = {f"greedy/ar_tp{tp}": (tp, [*GREEDY, "--target-tp", str(tp)]) for tp in (1, 2)}
         for name, cfg in cls.configs.items():
             jobs[name] = (cfg["tp"] + 1, cfg["flags"])
-        if has_bf16_dot():
+        if mpi_run.cpu_has_bf16():
             jobs.update(bf16_compute_jobs())
         jobs.update(auto_lookahead_jobs())
         cls.results = run_all(jobs)
@@ -144,7 +139,7 @@ class GreedyLossless(unittest.TestCase):
         """Under --compute bf16 (activations rounded to bf16, vdpbf16ps), verification and the
         SSD cache's branch rows still sum each row as AR's one-row steps do: SD and SSD give
         AR's tokens, with the same compute, at TP 1 and 2."""
-        if not has_bf16_dot():
+        if not mpi_run.cpu_has_bf16():
             self.skipTest("no avx512_bf16 in /proc/cpuinfo")
         ar = {tp: tokens_of(self.checked(f"greedy/bf16_ar_tp{tp}")) for tp in (1, 2)}
         for name in bf16_compute_jobs():

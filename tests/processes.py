@@ -1,7 +1,9 @@
 """Shared by the Python tests that kill ranks or check none outlived a job: processes seen
 through /proc (children, every descendant, an environment variable, alive or not, the signals
-it handles)."""
+it handles), and a started process signalled, waited for and never left running."""
+import contextlib
 import os
+import time
 
 
 def _parent(pid):
@@ -73,3 +75,24 @@ def catches(pid, sig):
     except (OSError, ValueError):
         pass
     return False
+
+
+@contextlib.contextmanager
+def killed_on_exit(proc):
+    """Yields subprocess.Popen `proc`; on the way out (a failed assertion or wait included)
+    kills and reaps it if it still runs, so that no test leaves a job behind."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def signal_and_wait(proc, sig, timeout):
+    """Sends `sig` to subprocess.Popen `proc` and waits up to `timeout` s for it to end; returns
+    (stdout, stderr, seconds from the signal to its end)."""
+    start = time.monotonic()
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=timeout)
+    return stdout, stderr, time.monotonic() - start

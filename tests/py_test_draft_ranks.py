@@ -21,7 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mpi_run  # noqa: E402
-from processes import alive, world_ranks  # noqa: E402
+from processes import alive, killed_on_exit, world_ranks  # noqa: E402
 from stat_checks import first_difference, homogeneity_p_value, tokens_of  # noqa: E402
 
 ARGS = None
@@ -160,9 +160,9 @@ class DraftRankDies(unittest.TestCase):
                        OMPI_MCA_mpi_yield_when_idle="1", OMPI_MCA_orte_tmpdir_base=session)
             cmd = [ARGS.mpiexec, "--oversubscribe", "--bind-to", "none", "-np", "4",
                    ARGS.ssd_bench, *flags]
-            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    text=True, env=env)
-            try:
+            with killed_on_exit(subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                                 stderr=subprocess.PIPE, text=True,
+                                                 env=env)) as proc:
                 ranks = {}
                 deadline = time.monotonic() + 30
                 while len(ranks) < 4 and time.monotonic() < deadline:
@@ -182,10 +182,6 @@ class DraftRankDies(unittest.TestCase):
                 for rank, pid in ranks.items():
                     self.assertFalse(alive(pid), f"rank {rank} (pid {pid}) outlived the job")
                 self.assertFalse(os.path.exists(out), "a result file was left behind")
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.communicate()
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mpi_run  # noqa: E402
-from processes import alive, world_ranks  # noqa: E402
+from processes import alive, killed_on_exit, world_ranks  # noqa: E402
 
 ARGS = None
 TINY = ["--target", "synthetic:tiny-llama", "--max-new-tokens", "4", "--reps", "1",
@@ -284,9 +284,8 @@ class Layout(unittest.TestCase):
         flags = ["--target", "synthetic:tiny-llama", "--mode", "sd", "--draft", "perturb:0.05",
                  "--target-tp", "2", "--max-new-tokens", "20", "--ignore-eos", "--reps",
                  "1000000", "--warmup", "0", "--threads", "1"]
-        proc = subprocess.Popen(mpi_command(3, flags), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True, env=ENV)
-        try:
+        with killed_on_exit(subprocess.Popen(mpi_command(3, flags), stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.PIPE, text=True, env=ENV)) as proc:
             ranks = self.wait_for_ranks(proc.pid, 3)
             time.sleep(1.0)  # well into the (effectively endless) decode loop
             self.assertIsNone(proc.poll(), "the run ended before the rank was killed")
@@ -299,10 +298,6 @@ class Layout(unittest.TestCase):
             time.sleep(0.5)
             for rank, pid in ranks.items():
                 self.assertFalse(alive(pid), f"rank {rank} (pid {pid}) outlived the job")
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
 
     def wait_for_ranks(self, launcher, count):
         """{rank: pid} of the launcher's children, once all `count` have started."""

@@ -12,7 +12,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mpi_run  # noqa: E402
-from processes import alive, catches, descendants  # noqa: E402
+from processes import alive, catches, descendants, killed_on_exit, signal_and_wait  # noqa: E402
 
 ARGS = None
 # Effectively endless: the signal always lands mid-run.
@@ -28,23 +28,15 @@ class Signals(unittest.TestCase):
 
     def stop(self, cmd, sig, started, env=None):
         out = os.path.join(ARGS.work, "run.h5")
-        proc = subprocess.Popen([*cmd, "--out", out], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=env)
-        try:
+        with killed_on_exit(subprocess.Popen([*cmd, "--out", out], stdout=subprocess.PIPE,
+                                             stderr=subprocess.PIPE, text=True, env=env)) as proc:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and not started(proc):
                 time.sleep(0.1)
             time.sleep(1.0)  # decoding by now
             self.assertIsNone(proc.poll(), "the run ended before the signal")
             ranks = descendants(proc.pid)
-            start = time.monotonic()
-            proc.send_signal(sig)
-            _, stderr = proc.communicate(timeout=30)
-            took = time.monotonic() - start
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+            _, stderr, took = signal_and_wait(proc, sig, timeout=30)
         print(f"\n  {signal.Signals(sig).name}: exit {proc.returncode} after {took:.2f} s",
               end="", flush=True)
         self.assertLess(took, 5.0)

@@ -15,6 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mpi_run  # noqa: E402
+from processes import killed_on_exit, signal_and_wait  # noqa: E402
 
 ARGS = None
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -51,8 +52,8 @@ class SweepResume(unittest.TestCase):
         out = os.path.join(ARGS.work, "sweep")
         os.makedirs(out)
         cmd = self.sweep(out)
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        try:
+        with killed_on_exit(subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                             stderr=subprocess.STDOUT, text=True)) as proc:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:  # one run complete, the next one decoding
                 done = [p for p in glob.glob(f"{out}/runs/*.h5") if complete(p)]
@@ -60,14 +61,7 @@ class SweepResume(unittest.TestCase):
                     break
                 time.sleep(0.05)
             self.assertTrue(done and proc.poll() is None, "no run completed, or the sweep ended")
-            start = time.monotonic()
-            proc.send_signal(signal.SIGTERM)
-            stdout, _ = proc.communicate(timeout=60)
-            took = time.monotonic() - start
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+            stdout, _, took = signal_and_wait(proc, signal.SIGTERM, timeout=60)
         print(f"\n  sweep stopped: exit {proc.returncode} after {took:.2f} s", end="", flush=True)
         self.assertEqual(proc.returncode, 128 + signal.SIGTERM, stdout)
         self.assertIn("# sweep stopped by SIGTERM", stdout)

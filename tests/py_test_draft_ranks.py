@@ -8,7 +8,6 @@ which rank served each row and what each rank did. Temperature 1 with D = 2: the
 of the first tokens matches AR's (chi-square), and the test tells temperature 0.7 from 1.
 Killing any one draft rank mid-run ends the whole job, with no result file."""
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,29 +20,24 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mpi_run  # noqa: E402
+import ssd_runs  # noqa: E402
 from processes import alive, killed_on_exit, world_ranks  # noqa: E402
-from stat_checks import first_difference, homogeneity_p_value, tokens_of  # noqa: E402
+from ssd_runs import COMMON, TARGET  # noqa: E402
+from stat_checks import first_difference, printed_p_value, tokens_of  # noqa: E402
 
 ARGS = None
-TARGET = "synthetic:tiny-llama"
-COMMON = ["--reps", "1", "--warmup", "0", "--threads", "1", "--ignore-eos"]
 # 5 prompts in batches of 4: the second group has one row, so with D = 2, 3 some ranks get no
 # sequence in it.
 GREEDY = ["--target", TARGET, "--seed", "3", "--num-prompts", "5", "--batch-size", "4",
           "--prompt-len", "6", "--max-new-tokens", "24", "-k", "3", *COMMON]
 
 
-def launch(ranks, flags, timeout=300):
-    """mpi_run.launch with yield-when-idle: up to 5 ranks share this machine's 2 cores."""
-    os.environ["OMPI_MCA_mpi_yield_when_idle"] = "1"
-    return mpi_run.launch(ARGS, ranks, flags, timeout=timeout)
-
-
 def run(name, ranks, flags):
     path = os.path.join(ARGS.work, name + ".h5")
     if os.path.exists(path):
         os.remove(path)
-    proc = launch(ranks, [*flags, "--out", path])
+    # ssd_runs.launch: with yield-when-idle, since up to 5 ranks share this machine's 2 cores
+    proc = ssd_runs.launch(ranks, [*flags, "--out", path], timeout=300)
     if proc.returncode != 0:
         raise AssertionError(f"{name}: exit {proc.returncode}\n{proc.stdout[-3000:]}"
                              f"{proc.stderr[-3000:]}")
@@ -98,21 +92,12 @@ class GreedyEqualsAR(unittest.TestCase):
         self.check("sd_d2", path, 2)
 
 
-class SampledLossless(unittest.TestCase):
+class SampledLossless(ssd_runs.SampledRuns, unittest.TestCase):
     """Temperature 1, N sequences of one prompt split over 2 draft ranks."""
-    N = 1200
-    TOKENS = 6
 
     @classmethod
     def setUpClass(cls):
-        work = os.path.join(ARGS.work, "sampled")
-        shutil.rmtree(work, ignore_errors=True)
-        os.makedirs(work)
-        prompts = os.path.join(work, "same-prompt.jsonl")
-        with open(prompts, "w") as f:
-            f.write('{"ids": [1, 17, 93, 5, 200, 41]}\n' * cls.N)
-        common = ["--target", TARGET, "--prompts", prompts, "--batch-size", "50",
-                  "--max-new-tokens", str(cls.TOKENS), *COMMON]
+        common = cls.sampled_flags()
         cls.paths = {
             "ssd_d2": run("sampled/ssd_d2", 3, [
                 *common, "--mode", "ssd", "--draft", "perturb:0.3", "-k", "2", "--temperature",
@@ -124,11 +109,7 @@ class SampledLossless(unittest.TestCase):
         }
 
     def p_value(self, a, b, columns):
-        p, statistic, df = homogeneity_p_value(tokens_of(self.paths[a])[:, columns],
-                                               tokens_of(self.paths[b])[:, columns])
-        print(f"\n  {a} vs {b}, tokens {columns}: chi2 {statistic:.1f} df {df} p {p:.3g}",
-              end="", flush=True)
-        return p
+        return printed_p_value(a, tokens_of(self.paths[a]), b, tokens_of(self.paths[b]), columns)
 
     def test_ssd_two_draft_ranks_matches_ar(self):
         with h5py.File(self.paths["ssd_d2"], "r") as f:
@@ -185,4 +166,4 @@ class DraftRankDies(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    mpi_run.main(sys.modules[__name__], fresh_work=True)
+    mpi_run.main(sys.modules[__name__], setup=ssd_runs.configure, fresh_work=True)

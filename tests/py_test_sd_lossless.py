@@ -19,8 +19,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mpi_run  # noqa: E402
-from stat_checks import (chi2_sf, first_difference, homogeneity_p_value,  # noqa: E402
-                         tokens_of)
+from stat_checks import (chi2_sf, first_difference, printed_p_value,  # noqa: E402
+                         same_prompt_file, tokens_of)
 
 ARGS = None
 TARGET = "synthetic:tiny-llama"
@@ -135,12 +135,7 @@ class SampledLossless(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        work = os.path.join(ARGS.work, "sampled")
-        shutil.rmtree(work, ignore_errors=True)
-        os.makedirs(work)
-        prompts = os.path.join(work, "same-prompt.jsonl")
-        with open(prompts, "w") as f:
-            f.write('{"ids": [1, 17, 93, 5, 200, 41]}\n' * cls.N)
+        prompts = same_prompt_file(os.path.join(ARGS.work, "sampled"), cls.N)
         # Three new tokens: t1 comes from the prefill, t2 and t3 from the first speculation
         # round (accepted drafts or the bonus), so (t1, t2) and (t2, t3) exercise verification.
         common = ["--target", TARGET, "--prompts", prompts, "--batch-size", "50",
@@ -166,11 +161,7 @@ class SampledLossless(unittest.TestCase):
         return t
 
     def compare(self, a, b, columns):
-        p, statistic, df = homogeneity_p_value(self.tokens(a)[:, columns],
-                                               self.tokens(b)[:, columns])
-        print(f"\n  {a} vs {b}, tokens {columns}: chi2 {statistic:.1f} df {df} p {p:.3g}",
-              end="", flush=True)
-        return p
+        return printed_p_value(a, self.tokens(a), b, self.tokens(b), columns)
 
     def acceptance(self, name):
         with h5py.File(self.results[name][0], "r") as f:

@@ -20,10 +20,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mpi_run  # noqa: E402
 import ssd_runs  # noqa: E402
-from ssd_runs import (BACKUP, CACHE_HIT, COMMON, GREEDY, PRIMARY, TARGET,  # noqa: E402
+from ssd_runs import (BACKUP, CACHE_HIT, COMMON, GREEDY, PRIMARY,  # noqa: E402
                       check_ssd_records, read_rounds, run_all)
-from stat_checks import (chi2_sf, first_difference, homogeneity_p_value,  # noqa: E402
-                         tokens_of)
+from stat_checks import chi2_sf, first_difference, printed_p_value, tokens_of  # noqa: E402
 
 ARGS = None
 
@@ -273,23 +272,14 @@ class AutoLookaheadNearTheContextLimit(unittest.TestCase):
                       "max_position_embeddings (512)", proc.stderr)
 
 
-class SampledLossless(unittest.TestCase):
+class SampledLossless(ssd_runs.SampledRuns, unittest.TestCase):
     """Temperature 1: N sequences of one prompt; SSD's token distribution equals AR's."""
-    N = 1200
-    TOKENS = 6
 
     @classmethod
     def setUpClass(cls):
-        work = os.path.join(ARGS.work, "sampled")
-        shutil.rmtree(work, ignore_errors=True)
-        os.makedirs(work)
-        prompts = os.path.join(work, "same-prompt.jsonl")
-        with open(prompts, "w") as f:
-            f.write('{"ids": [1, 17, 93, 5, 200, 41]}\n' * cls.N)
         # t0 comes from the prefill, t1..t3 from the first round (drafted just in time), t4 on
         # from rounds after it: cache hits, primary or backup fallbacks.
-        common = ["--target", TARGET, "--prompts", prompts, "--batch-size", "50",
-                  "--max-new-tokens", str(cls.TOKENS), *COMMON]
+        common = cls.sampled_flags()
         ssd = [*common, "--mode", "ssd", "--draft", "perturb:0.3", "-k", "2", "--temperature",
                "1", "--saguaro-c", "0.5"]
         cls.jobs = {
@@ -312,11 +302,7 @@ class SampledLossless(unittest.TestCase):
         return t
 
     def compare(self, a, b, columns):
-        p, statistic, df = homogeneity_p_value(self.tokens(a)[:, columns],
-                                               self.tokens(b)[:, columns])
-        print(f"\n  {a} vs {b}, tokens {columns}: chi2 {statistic:.1f} df {df} p {p:.3g}",
-              end="", flush=True)
-        return p
+        return printed_p_value(a, self.tokens(a), b, self.tokens(b), columns)
 
     def test_ssd_matches_ar(self):
         for name, fallback in (("sampled/ssd_primary", "primary"),

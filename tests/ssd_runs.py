@@ -1,7 +1,8 @@
 """What the SSD end-to-end tests share (py_test_ssd.py: lossless decoding;
-py_test_ssd_outcomes.py: synthetic outcomes, records and flag errors): ssd-bench launches under
-mpiexec, result-file reading and the records checks every SSD result file must pass. A test
-script runs through mpi_run.main(module, setup=ssd_runs.configure), which sets ARGS here."""
+py_test_ssd_outcomes.py: synthetic outcomes, records and flag errors; py_test_draft_ranks.py:
+several draft ranks): ssd-bench launches under mpiexec, the sampled runs' set-up, result-file
+reading and the records checks every SSD result file must pass. A test script runs through
+mpi_run.main(module, setup=ssd_runs.configure), which sets ARGS here."""
 import concurrent.futures
 import math
 import os
@@ -11,6 +12,7 @@ import h5py
 import numpy as np
 
 import mpi_run
+import stat_checks
 
 ARGS = None
 TARGET = "synthetic:tiny-llama"
@@ -52,6 +54,21 @@ def run_all(jobs):
     slowest = max(done, key=lambda d: d[3])
     print(f"\n  {len(done)} runs, slowest {slowest[0]} {slowest[3]:.1f} s", end="", flush=True)
     return {name: (path, proc) for name, path, proc, _ in done}
+
+
+class SampledRuns:
+    """Mixed into a TestCase (before unittest.TestCase) whose runs sample at temperature 1 and
+    compare distributions: N sequences of one prompt, TOKENS new tokens each."""
+    N = 1200
+    TOKENS = 6
+
+    @classmethod
+    def sampled_flags(cls):
+        """The flags the class's sampled runs share: work/sampled/same-prompt.jsonl (written
+        afresh) N times in batches of 50, TOKENS new tokens each, and COMMON."""
+        prompts = stat_checks.same_prompt_file(os.path.join(ARGS.work, "sampled"), cls.N)
+        return ["--target", TARGET, "--prompts", prompts, "--batch-size", "50",
+                "--max-new-tokens", str(cls.TOKENS), *COMMON]
 
 
 def read_rounds(path):

@@ -1,6 +1,9 @@
 """Helpers shared by the Python tests: reading generated tokens back, and a chi-square
-homogeneity test (Debian's test Python has numpy but no scipy)."""
+homogeneity test (Debian's test Python has numpy but no scipy), with the one-prompt file whose
+many sequences the sampled tests compare by it and the printed result of a comparison."""
 import math
+import os
+import shutil
 
 import h5py
 import numpy as np
@@ -89,3 +92,26 @@ def homogeneity_p_value(a, b):
             statistic += (observed - expected) ** 2 / expected
     df = len(cells) - 1
     return chi2_sf(statistic, df), statistic, df
+
+
+# --- sampled runs: many sequences of one prompt, compared by the test above ---
+
+def same_prompt_file(directory, copies):
+    """Empties `directory` and writes same-prompt.jsonl there: one 6-token prompt `copies` times,
+    so that a run samples `copies` independent sequences from one distribution; returns its
+    path."""
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(directory)
+    path = os.path.join(directory, "same-prompt.jsonl")
+    with open(path, "w") as f:
+        f.write('{"ids": [1, 17, 93, 5, 200, 41]}\n' * copies)
+    return path
+
+
+def printed_p_value(a_name, a, b_name, b, columns):
+    """homogeneity_p_value of token columns `columns` of samples a and b (rows: sequences),
+    printed with its statistic and degrees of freedom; returns the p-value."""
+    p, statistic, df = homogeneity_p_value(a[:, columns], b[:, columns])
+    print(f"\n  {a_name} vs {b_name}, tokens {columns}: chi2 {statistic:.1f} df {df} p {p:.3g}",
+          end="", flush=True)
+    return p

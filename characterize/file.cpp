@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "characterize/parts.h"
+#include "harness/machine_info.h"
 #include "harness/result_metadata.h"
 
 namespace ssd {
@@ -251,6 +252,7 @@ void write_tables(ResultFile& f, const CharacterizeReport& r) {
 void write_characterize_file(ResultFile& f, const std::vector<std::string>& argv,
                              const CharacterizeReport& r) {
   write_metadata(f, argv, r);
+  write_machine_group(f, r.info);
   write_headline(f, r);
   write_tables(f, r);
   f.commit();

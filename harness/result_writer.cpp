@@ -6,6 +6,7 @@
 
 #include "comm/messages.h"
 #include "harness/hdf5_writer.h"
+#include "harness/machine_info.h"
 #include "harness/result_metadata.h"
 
 namespace ssd {
@@ -148,6 +149,7 @@ void write_result_file(const RunResult& run) {
   const RunRecords& records = run.records;
   ResultFile file = ResultFile::create(run.config.out, run.config.overwrite);
   write_metadata(file, run);
+  write_machine_group(file, run.info);
 
   const size_t width = size_t(run.config.max_new_tokens);
   const std::vector<int32_t> generated = padded(records.generated, width);

@@ -54,6 +54,14 @@ std::string cuda_compute_capability(int device) {
   return std::to_string(major) + "." + std::to_string(minor);
 }
 
+CudaDeviceFacts cuda_current_device_facts() {
+  int device = 0;
+  SSD_CUDA_CHECK(cudaGetDevice(&device));
+  cudaDeviceProp prop{};
+  SSD_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return {prop.multiProcessorCount, static_cast<long long>(prop.totalGlobalMem)};
+}
+
 std::vector<std::pair<std::string, std::string>> cuda_versions() {
   std::vector<std::pair<std::string, std::string>> out;
   int v = 0;

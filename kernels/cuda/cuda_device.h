@@ -21,6 +21,14 @@ std::string cuda_device_name(int device);
 std::string cuda_device_pci_bus_id(int device);
 std::string cuda_compute_capability(int device);
 
+// SMs and memory of the device this process has current (cudaSetDevice: a CudaBackend's), for
+// a result file's /machine. Throws std::runtime_error on CUDA errors.
+struct CudaDeviceFacts {
+  int sm_count = 0;
+  long long memory_bytes = 0;
+};
+CudaDeviceFacts cuda_current_device_facts();
+
 // {"cuda_driver", "13.0"}, {"cuda_runtime", "13.0"}, {"cublas", "13.0.2"}; a version that cannot
 // be read is reported as "unavailable: <why>". Never throws.
 std::vector<std::pair<std::string, std::string>> cuda_versions();

@@ -130,14 +130,10 @@ def predict_grid(args, out=print):
     rows, notes, inputs = [], [], {}
     short = (target.removeprefix("synthetic:"), draft.removeprefix("synthetic:"), hw.name)
     for tp in tps:
-        t_step, t_shape = PI.steps_for(target, char, hw, tp, ctx, "--target")
-        d_step, _ = PI.steps_for(draft, char, hw, 1, ctx, "--draft")
+        t_step = PI.pair_layout(target, draft, char, hw, tp, 1, ctx)[1]
 
         def lay_for(D):
-            return PI.layout_for(t_step, d_step, hw, t_shape.vocab, D,
-                                 beside=PI.beside_steps(target, draft, char, tp, D, ctx),
-                                 turns=PI.turns_steps(target, draft, char, tp, t_step, d_step),
-                                 ssd_round=PI.ssd_round_for(target, draft, char, tp, D))
+            return PI.pair_layout(target, draft, char, hw, tp, D, ctx)[0]
         paper_b1 = PAPER.get((*short, tp, 1, 1))
         alpha, r, sources = PI.resolve(args, lay_for(1), paper_b1)
         inputs.setdefault("alpha", []).append(f"{alpha:.3f} ({sources['alpha']})")

@@ -187,6 +187,19 @@ def layout_for(t_step, d_step, hw, vocab, D, collocated=True, beside=(None, None
                     *beside, *turns, ssd_round)
 
 
+def pair_layout(target, draft, char, hw, tp, D, context):
+    """(Layout, target step, target shape) of a target/draft pair: each model's step cost
+    (steps_for), and for the very pair `char` timed, the costs as SSD overlaps them, as SD
+    takes turns and as SSD's round took them."""
+    t_step, t_shape = steps_for(target, char, hw, tp, context, "--target")
+    d_step, _ = steps_for(draft, char, hw, 1, context, "--draft")
+    lay = layout_for(t_step, d_step, hw, t_shape.vocab, D,
+                     beside=beside_steps(target, draft, char, tp, D, context),
+                     turns=turns_steps(target, draft, char, tp, t_step, d_step),
+                     ssd_round=ssd_round_for(target, draft, char, tp, D))
+    return lay, t_step, t_shape
+
+
 def _same_pair(target, draft, char, tp):
     if char is None or tp != 1:
         return False

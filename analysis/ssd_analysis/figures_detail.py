@@ -128,7 +128,7 @@ def _names(char, table, column, default):
 _DTYPE_BYTES = {"F32": 4.0, "BF16": 2.0, "F16": 2.0}
 
 
-def _element_bytes(char):
+def element_bytes(char):
     """Bytes per weight element as characterized: the target's weight dtype where the file
     records it (the cpu backend keeps bf16 weights in 2 bytes while its activations, the
     element_bytes attribute, stay fp32); else element_bytes (4: fp32 cpu, 2: bf16 cuda); files
@@ -166,7 +166,7 @@ def _target_shard_params(char, eb):
     return weights_read(char.models.get("target", {}))
 
 
-def _characterize_kinds(char, eb):
+def characterize_kinds(char, eb):
     """(label, intensity, achieved GFLOP/s) of the forward passes characterize timed itself: the
     target's AR step and verification, the draft step and the smallest branch step."""
     t = char.tables.get("forward")
@@ -193,7 +193,7 @@ def _characterize_kinds(char, eb):
     return out
 
 
-def _target_row_steps(char, eb):
+def target_row_steps(char, eb):
     """(rows, intensity, achieved GFLOP/s) of every target step characterize timed alone at its
     full context: the AR step, the verification and the multi-row steps (kinds ar, verify,
     rows), by rows. How a verification's or a batch's step climbs the roof as rows grow."""
@@ -291,7 +291,7 @@ def fig_roofline(runs, out_dir):
     gemm = _gemm_points(char)
     if not math.isfinite(bw) or not gemm:
         raise Skip(f"{char.name} lacks bandwidth_gbps or /gemm measurements")
-    eb = _element_bytes(char)
+    eb = element_bytes(char)
     # The compute roof: the host's peak of the instruction the target's GEMMs multiply with (a
     # register-only loop: fp32 FMAs under --compute f32, vdpbf16ps under bf16; files from before
     # --compute have the fp32 FMA peak only) where characterize measured it for the cpu backend,
@@ -316,8 +316,8 @@ def fig_roofline(runs, out_dir):
         same = tp == char_tp and run.target == char.target
         return char_share if same and math.isfinite(char_share) else 1.0 / tp
 
-    kinds = _forward_kinds(runs, eb, shard) or _characterize_kinds(char, eb)
-    steps = _target_row_steps(char, eb)
+    kinds = _forward_kinds(runs, eb, shard) or characterize_kinds(char, eb)
+    steps = target_row_steps(char, eb)
     xs = [i for i, _, _ in gemm] + [i for _, i, _ in kinds] + [i for _, i, _ in steps]
     lo, hi = min(xs + [0.25]) / 2, max(xs + [peak / bw]) * 4
     x = np.geomspace(lo, hi, 200)

@@ -64,6 +64,7 @@ class Run:
     # every table's dataset attributes (the `names` of id columns), by table name
     tables: dict = field(default_factory=dict)
     table_attrs: dict = field(default_factory=dict)
+    machine: dict = field(default_factory=dict)  # /machine: where it ran (machine.py)
 
     # --- identification -------------------------------------------------------------
     @property
@@ -187,8 +188,9 @@ def load_run(path):
         if int(attrs.get("complete", 0)) != 1:
             raise AnalysisError(f"{path}: incomplete (root attribute complete != 1)")
         mode = attrs.get("mode") or attrs.get("command") or ""
+        machine = {k: _plain(v) for k, v in f["machine"].attrs.items()} if "machine" in f else {}
         if mode == "characterize" or (not attrs.get("mode") and "gemm" in f):
-            run = Run(path=path, mode="characterize", attrs=attrs, config={})
+            run = Run(path=path, mode="characterize", attrs=attrs, config={}, machine=machine)
             for name in ("gemm", "memory", "forward", "all_reduce", "p2p"):
                 if name in f:
                     run.tables[name] = _table(f[name])
@@ -206,7 +208,7 @@ def load_run(path):
             config = {}
         if not config and "config" in f:
             config = {k: str(_plain(v)) for k, v in f["config"].attrs.items()}
-        run = Run(path=path, mode=mode, attrs=attrs, config=config)
+        run = Run(path=path, mode=mode, attrs=attrs, config=config, machine=machine)
         if "summary" in f:
             run.summary = {k: _plain(v) for k, v in f["summary"].attrs.items()}
         for name in ("reps", "steps", "rounds", "draft_ranks"):

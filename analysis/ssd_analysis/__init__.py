@@ -10,6 +10,8 @@ Modules:
   summary  -- one aligned row (or CSV row) per run
   figures  -- the paper's figures from a set of runs (matplotlib, Agg); figures_detail: the
               rank timeline and the roofline
+  compare  -- machines side by side (`ssd-analyze compare`); machine: which machine a file
+              came from; figures_compare: the machines' roofline
 
 Paper: Kumar, Dao, May, "Speculative Speculative Decoding" (SAGUARO), ICLR 2026.
 """

@@ -12,9 +12,16 @@ import subprocess
 import sys
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
-from py_test_real_model import bf16_round, convert, gguf, np, read_safetensors  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from real_models import (bf16_round, read_safetensors, tensor_shape, use_venv,  # noqa: E402
+                         write_tiny_gguf)
+
+use_venv("gguf", "tokenizers", "jinja2")
+
+import gguf  # noqa: E402
+import numpy as np  # noqa: E402
+
+import gguf_to_checkpoint as convert  # noqa: E402
 import mpi_run  # noqa: E402
 
 ARGS = None
@@ -37,6 +44,7 @@ def k_quant_blocks(rng, rows, cols, kind):
 class TinyQwen2Gguf:
     """One qwen2 layer: hidden 256 (a K block's length), 4 heads / 2 KV heads of 64, vocab 300."""
     hidden, heads, kv_heads, ffn, vocab = 256, 4, 2, 512, 300
+    context, rope_base, rms_eps = 256, 1000000.0, 1e-6
     types = {"token_embd.weight": T.Q5_0, "output.weight": T.Q8_0,
              "blk.0.attn_q.weight": T.Q4_K, "blk.0.attn_k.weight": T.Q5_0,
              "blk.0.attn_v.weight": T.Q8_0, "blk.0.attn_output.weight": T.Q4_K,
@@ -48,38 +56,10 @@ class TinyQwen2Gguf:
 
     def __init__(self, path):
         rng = np.random.default_rng(11)
-        h, kv = self.hidden, self.kv_heads * self.hidden // self.heads
-        shapes = {"token_embd.weight": (self.vocab, h), "output.weight": (self.vocab, h),
-                  "blk.0.attn_q.weight": (h, h), "blk.0.attn_k.weight": (kv, h),
-                  "blk.0.attn_v.weight": (kv, h), "blk.0.attn_output.weight": (h, h),
-                  "blk.0.ffn_gate.weight": (self.ffn, h), "blk.0.ffn_up.weight": (self.ffn, h),
-                  "blk.0.ffn_down.weight": (h, self.ffn), "blk.0.attn_q.bias": (h,),
-                  "blk.0.attn_k.bias": (kv,), "blk.0.attn_v.bias": (kv,),
-                  "blk.0.attn_norm.weight": (h,), "blk.0.ffn_norm.weight": (h,),
-                  "output_norm.weight": (h,)}
         self.hf = {}  # what each HF tensor must hold: gguf's dequantization, unpermuted
-        w = gguf.GGUFWriter(path, "qwen2")
-        w.add_block_count(1)
-        w.add_context_length(256)
-        w.add_embedding_length(h)
-        w.add_feed_forward_length(self.ffn)
-        w.add_head_count(self.heads)
-        w.add_head_count_kv(self.kv_heads)
-        w.add_rope_freq_base(1000000.0)
-        w.add_layer_norm_rms_eps(1e-6)
-        byte_tokens = [chr(c) for c in range(33, 127)] + [chr(c) for c in range(161, 256)]
-        byte_tokens += [chr(256 + i) for i in range(256 - len(byte_tokens))]
-        tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"] + byte_tokens
-        tokens += ["to"] + [f"tok{i}" for i in range(self.vocab - len(tokens) - 1)]
-        w.add_tokenizer_model("gpt2")
-        w.add_tokenizer_pre("qwen2")
-        w.add_token_list(tokens)
-        w.add_token_types([3, 3, 3] + [1] * (len(tokens) - 3))
-        w.add_token_merges(["t o"])
-        w.add_bos_token_id(0)
-        w.add_eos_token_id(2)
-        for name, shape in shapes.items():
-            kind = self.types[name]
+        tensors = {}
+        for name, kind in self.types.items():
+            shape = tensor_shape(self, name)
             if kind in K_BLOCKS:
                 data = k_quant_blocks(rng, *shape, kind)
             else:
@@ -87,19 +67,16 @@ class TinyQwen2Gguf:
                 if name.endswith("norm.weight"):
                     values += 1.0
                 data = values if kind == T.F32 else gguf.quants.quantize(values, kind)
-            w.add_tensor(name, data, raw_dtype=kind)
+            tensors[name] = (data, kind)
             back = gguf.quants.dequantize(data, kind).astype(np.float32).reshape(shape)
             self.hf[convert.hf_name(name)] = back
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
+        special = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+        write_tiny_gguf(path, "qwen2", self, tensors, special, bos=0, eos=2, pre="qwen2")
 
 
 class Qwen2Converter(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        os.makedirs(ARGS.work, exist_ok=True)
         cls.path = os.path.join(ARGS.work, "tiny-qwen2.gguf")
         cls.tiny = TinyQwen2Gguf(cls.path)
         cls.out = os.path.join(ARGS.work, "tiny-qwen2")

@@ -18,18 +18,15 @@ import sys
 import time
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "analysis"))
-from ssd_analysis import venv  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from real_models import ROOT, get_model, use_venv  # noqa: E402
 
-venv.ensure("gguf", "tokenizers", "jinja2")
+use_venv("gguf", "tokenizers", "jinja2")
 
 import numpy as np  # noqa: E402
 from ssd_analysis import text  # noqa: E402
 
-sys.path.insert(0, os.path.join(ROOT, "tests"))
 import mpi_run  # noqa: E402
-from real_models import get_model  # noqa: E402
 
 ARGS = None
 REFERENCE = os.path.join(ROOT, "tests", "reference", "gguf_forward.py")

@@ -18,11 +18,11 @@ venv's own site-packages, added to sys.path here only, so the venv's packages st
 scripts/python-env.sh made them) and skips its import-time version check.
 
   /usr/bin/python3 tests/py_test_qwen_tokenizer.py --ssd-bench PATH --work DIR
-(--ssd-bench is accepted as every Python test gets it, and unused.) Re-executes itself under
-the project's venv (scripts/python-env.sh) for gguf, tokenizers and jinja2. About 16 s on one
-core once the checkpoints and the reference are installed, 12 s of it reading the GGUF's
-metadata; the first run adds the reference's install (~15 s) and get-model.sh's conversions."""
-import argparse
+(--ssd-bench and --mpiexec are accepted as every Python test gets them, and unused.)
+Re-executes itself under the project's venv (scripts/python-env.sh) for gguf, tokenizers and
+jinja2. About 16 s on one core once the checkpoints and the reference are installed, 12 s of it
+reading the GGUF's metadata; the first run adds the reference's install (~15 s) and
+get-model.sh's conversions."""
 import filecmp
 import json
 import os
@@ -32,20 +32,17 @@ import types
 import unicodedata
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "analysis"))
-from ssd_analysis import venv  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from real_models import ROOT, get_model, use_venv, write_gguf  # noqa: E402
 
-venv.ensure("gguf", "tokenizers", "jinja2")
+use_venv("gguf", "tokenizers", "jinja2")
 
 import gguf  # noqa: E402
 
 from ssd_analysis import text  # noqa: E402
 
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
 import gguf_to_checkpoint as convert  # noqa: E402
-from real_models import get_model  # noqa: E402
+import mpi_run  # noqa: E402
 
 ARGS = None
 TARGET, DRAFT = "qwen2.5-coder-1.5b", "qwen2.5-coder-0.5b"
@@ -228,10 +225,7 @@ class UnknownPreTokenizer(unittest.TestCase):
         w.add_token_merges(["a b"])
         w.add_bos_token_id(0)
         w.add_eos_token_id(1)
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
+        write_gguf(w)
         with self.assertRaises(convert.ConvertError) as e:
             convert.write_tokenizer(gguf.GGUFReader(path), ARGS.work)
         self.assertIn("'llama-bpe'", str(e.exception))
@@ -239,10 +233,4 @@ class UnknownPreTokenizer(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--ssd-bench", required=True)
-    parser.add_argument("--work", required=True)
-    ARGS, rest = parser.parse_known_args()
-    ARGS.work = os.path.abspath(ARGS.work)
-    os.makedirs(ARGS.work, exist_ok=True)
-    unittest.main(argv=[sys.argv[0], *rest], verbosity=2)
+    mpi_run.main(sys.modules[__name__])

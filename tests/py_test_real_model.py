@@ -13,51 +13,27 @@ import subprocess
 import sys
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "analysis"))
-from ssd_analysis import venv  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from real_models import (ROOT, bf16_round, get_model, read_safetensors,  # noqa: E402
+                         tensor_shape, use_venv, write_tiny_gguf)
 
-venv.ensure("gguf", "tokenizers", "jinja2")
+use_venv("gguf", "tokenizers", "jinja2")
 
 import gguf  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-sys.path.insert(0, os.path.join(ROOT, "tests"))
 import gguf_to_checkpoint as convert  # noqa: E402
 import mpi_run  # noqa: E402
-from real_models import get_model  # noqa: E402
 
 ARGS = None
 T = gguf.GGMLQuantizationType
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        n = int.from_bytes(f.read(8), "little")
-        header = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for name, h in header.items():
-        if name == "__metadata__":
-            continue
-        raw = data[h["data_offsets"][0]:h["data_offsets"][1]]
-        if h["dtype"] == "BF16":
-            a = (np.frombuffer(raw, np.uint16).astype(np.uint32) << 16).view(np.float32)
-        else:
-            a = np.frombuffer(raw, np.float32)
-        out[name] = a.reshape(h["shape"])
-    return out
-
-
-def bf16_round(a):
-    return (convert.to_bf16_bits(a).astype(np.uint32) << 16).view(np.float32)
 
 
 class TinyGguf:
     """A one-layer llama (hidden 64, 4 heads / 2 KV heads, vocab 300) written as llama.cpp
     would: q/k rows permuted, GGUF names, a byte-level BPE vocabulary."""
     hidden, heads, kv_heads, ffn, vocab = 64, 4, 2, 96, 300
+    context, rope_base, rms_eps = 128, 10000.0, 1e-5
     types = {"token_embd.weight": T.Q8_0, "blk.0.attn_q.weight": T.Q4_1,
              "blk.0.attn_k.weight": T.F16, "blk.0.attn_v.weight": T.F32,
              "blk.0.attn_output.weight": T.Q8_0, "blk.0.ffn_gate.weight": T.F16,
@@ -67,35 +43,10 @@ class TinyGguf:
 
     def __init__(self, path):
         rng = np.random.default_rng(7)
-        h, kv = self.hidden, self.kv_heads * self.hidden // self.heads
-        shapes = {"token_embd.weight": (self.vocab, h), "blk.0.attn_q.weight": (h, h),
-                  "blk.0.attn_k.weight": (kv, h), "blk.0.attn_v.weight": (kv, h),
-                  "blk.0.attn_output.weight": (h, h), "blk.0.ffn_gate.weight": (self.ffn, h),
-                  "blk.0.ffn_up.weight": (self.ffn, h), "blk.0.ffn_down.weight": (h, self.ffn),
-                  "blk.0.attn_norm.weight": (h,), "blk.0.ffn_norm.weight": (h,),
-                  "output_norm.weight": (h,)}
         self.hf = {}  # the expected HF-order fp32 values of each converted tensor
-        w = gguf.GGUFWriter(path, "llama")
-        w.add_block_count(1)
-        w.add_context_length(128)
-        w.add_embedding_length(h)
-        w.add_feed_forward_length(self.ffn)
-        w.add_head_count(self.heads)
-        w.add_head_count_kv(self.kv_heads)
-        w.add_rope_freq_base(10000.0)
-        w.add_layer_norm_rms_eps(1e-5)
-        w.add_vocab_size(self.vocab)
-        byte_tokens = [chr(c) for c in range(33, 127)] + [chr(c) for c in range(161, 256)]
-        byte_tokens += [chr(256 + i) for i in range(256 - len(byte_tokens))]
-        tokens = ["<|endoftext|>", "<|im_start|>"] + byte_tokens
-        tokens += ["to"] + [f"tok{i}" for i in range(self.vocab - len(tokens) - 1)]
-        w.add_tokenizer_model("gpt2")
-        w.add_token_list(tokens)
-        w.add_token_types([3, 3] + [1] * (len(tokens) - 2))
-        w.add_token_merges(["t o"])
-        w.add_bos_token_id(1)
-        w.add_eos_token_id(0)
-        for name, shape in shapes.items():
+        tensors = {}
+        for name, kind in self.types.items():
+            shape = tensor_shape(self, name)
             values = rng.standard_normal(shape).astype(np.float32) * 0.1
             if name.endswith("norm.weight"):
                 values += 1.0
@@ -104,26 +55,22 @@ class TinyGguf:
                 stored = convert.permute(values, self.heads)
             elif name == "blk.0.attn_k.weight":
                 stored = convert.permute(values, self.kv_heads)
-            kind = self.types[name]
             data = stored.astype(np.float16) if kind == T.F16 else (
                 stored if kind == T.F32 else gguf.quants.quantize(stored, kind))
-            w.add_tensor(name, data, raw_dtype=kind)
+            tensors[name] = (data, kind)
             # The reference, without the converter's functions: the HF-order values through the
             # same quantization (row-wise blocks, so it commutes with the row permutation).
             same = values.astype(np.float16) if kind == T.F16 else (
                 values if kind == T.F32 else gguf.quants.quantize(values, kind))
             back = gguf.quants.dequantize(same, kind).astype(np.float32).reshape(shape)
             self.hf[convert.hf_name(name)] = back
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
+        special = ["<|endoftext|>", "<|im_start|>"]
+        write_tiny_gguf(path, "llama", self, tensors, special, bos=1, eos=0, vocab_size=True)
 
 
 class Converter(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        os.makedirs(ARGS.work, exist_ok=True)
         cls.path = os.path.join(ARGS.work, "tiny.gguf")
         cls.tiny = TinyGguf(cls.path)
 
@@ -184,7 +131,6 @@ class RealModel(unittest.TestCase):
         from tokenizers import Tokenizer
         cls.tokenizer = Tokenizer.from_file(os.path.join(cls.dir, "tokenizer.json"))
         cls.prompts = os.path.join(ARGS.work, "paris.jsonl")
-        os.makedirs(ARGS.work, exist_ok=True)
         with open(cls.prompts, "w") as f:
             f.write(json.dumps({"ids": cls.tokenizer.encode("The capital of France is").ids}))
 

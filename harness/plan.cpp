@@ -148,7 +148,6 @@ OutcomeModel outcome_model(const RunConfig& c) {
 // The SSD flags, validated.
 SaguaroSettings saguaro_settings(const RunConfig& c) {
   SaguaroSettings s;
-  s.lookahead = c.lookahead;
   s.draft_temperature = c.draft_temperature;
   s.seed = c.seed;
   s.fanout = with_flag("--fanout", [&] { return parse_fanout(c.fanout); });
@@ -234,7 +233,6 @@ void set_lookahead(RunPlan& plan, int lookahead, const std::string& choice) {
   plan.flags.lookahead = lookahead;
   plan.flags.lookahead_choice = choice;
   plan.decode.lookahead = lookahead;
-  plan.saguaro.lookahead = lookahead;
 }
 
 bool RunPlan::tokens_reproducible() const {

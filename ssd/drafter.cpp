@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "ssd/kv_capacity.h"
 #include "ssd/saguaro_sampling.h"
 #include "ssd/sampling.h"
 #include "ssd/synthetic_outcome.h"
@@ -80,7 +81,7 @@ Drafter::Drafter(ModelGroup& draft, double temperature, uint64_t seed, int list_
 
 void Drafter::start(const StartMessage& m) {
   // The committed tokens, a draft, and the draft's last token fed after a synthetic full accept.
-  start(m, longest_sequence(m) + m.lookahead + 2);
+  start(m, int(sequence_kv_capacity(longest_sequence(m), m.lookahead)));
 }
 
 void Drafter::start(const StartMessage& m, int capacity) {

@@ -6,6 +6,7 @@
 #include "comm/clock.h"
 #include "ssd/backup_speculator.h"
 #include "ssd/draft_endpoint.h"
+#include "ssd/kv_capacity.h"
 #include "ssd/saguaro_sampling.h"
 #include "ssd/sampling.h"
 
@@ -34,14 +35,17 @@ SaguaroDrafter::SaguaroDrafter(ModelGroup& draft, const SaguaroSettings& setting
       vocab_(draft.config().vocab_size),
       list_limit_(list_limit(settings)),
       primary_(draft, settings.draft_temperature, settings.seed, list_limit_),
-      policy_(settings.fallback) {
-  auto_budget_ = s_.lookahead + 1;  // one guess per position until there is a prediction
-}
+      policy_(settings.fallback) {}
 
 void SaguaroDrafter::start(const StartMessage& m) {
-  const int K = s_.lookahead;
-  // Committed tokens and the speculation live below scratch_begin_; branches above it.
-  scratch_begin_ = longest_sequence(m) + 2 * K + 2;
+  lookahead_ = m.lookahead;
+  const int K = lookahead_;
+  // One guess per position until there is a prediction; later repetitions keep what the
+  // earlier ones learned.
+  if (auto_budget_ < 0) auto_budget_ = K + 1;
+  // Committed tokens and the speculation live below scratch_begin_, branches above it. The
+  // next speculation is drafted on top of the one being verified: K more committed slots.
+  scratch_begin_ = int(sequence_kv_capacity(longest_sequence(m) + K, K));
   const int max_budget = s_.budget > 0 ? std::max(s_.budget, list_limit_) : kMaxAutoBudget;
   capacity_ = scratch_begin_ + max_budget * K;
   primary_.start(m, capacity_);
@@ -53,7 +57,7 @@ std::vector<int32_t> SaguaroDrafter::shape_for(SpeculationSource source) const {
   const FanoutSpec& spec = backup ? s_.backup_fanout : s_.fanout;
   const FanoutLaw law = (backup ? backup_stats_ : primary_stats_).law(s_.alpha, s_.r);
   const int budget = spec.budget > 0 ? spec.budget : current_budget();
-  std::vector<int> shape = resolve_fanout(spec, s_.lookahead, budget, law.acceptance, law.r);
+  std::vector<int> shape = resolve_fanout(spec, lookahead_, budget, law.acceptance, law.r);
   return std::vector<int32_t>(shape.begin(), shape.end());
 }
 
@@ -96,7 +100,7 @@ void SaguaroDrafter::draft_primary(const std::vector<int>& rows, SpeculationMess
 
 void SaguaroDrafter::draft_backup(const std::vector<int>& rows, SpeculationMessage& spec,
                                   const std::vector<int>& slots) {
-  const int K = s_.lookahead;
+  const int K = lookahead_;
   const bool want_probs = primary_.target_samples();
   for (size_t i = 0; i < rows.size(); ++i) {
     Sequence& seq = primary_.sequence(rows[i]);
@@ -121,7 +125,7 @@ void SaguaroDrafter::draft_backup(const std::vector<int>& rows, SpeculationMessa
 
 int32_t SaguaroDrafter::commit_outcome(Row& row, const SequenceOutcome& o,
                                        SequenceSpeculation& out) {
-  const int K = s_.lookahead;
+  const int K = lookahead_;
   Sequence& seq = primary_.sequence(o.row);
   // s_{k+1} is never the bonus after its own rejection: the ranks skip it.
   const int32_t excluded =
@@ -148,7 +152,7 @@ int32_t SaguaroDrafter::commit_outcome(Row& row, const SequenceOutcome& o,
 
 void SaguaroDrafter::take_branch(Row& row, int r, int committed_before, Branch& branch,
                                  SequenceSpeculation& out) {
-  const int K = s_.lookahead;
+  const int K = lookahead_;
   const int accepted = branch.k;
   Sequence& seq = primary_.sequence(r);
   // Move t, b_1 .. b_{K-1} from their scratch slots behind the accepted prefix.

@@ -47,7 +47,6 @@ struct SaguaroTrace {
 };
 
 struct SaguaroSettings {
-  int lookahead = 4;               // K
   double draft_temperature = 0.0;  // 0 = greedy drafting
   uint64_t seed = 0;
   FanoutSpec fanout;         // primary shape (after a primary-drafted round)
@@ -155,7 +154,8 @@ class SaguaroDrafter {
   StepCostFit step_cost_;
   FallbackPolicy policy_;
   double glue_s_ = 0.0;
-  int auto_budget_ = 0;
+  int lookahead_ = 0;     // K, from the start message as SD's drafter takes it
+  int auto_budget_ = -1;  // < 0 until the first start
   // The last cache build, reported with the next speculation.
   double last_build_s_ = 0.0;
   int last_branches_ = 0, last_budget_ = 0;

@@ -81,7 +81,6 @@ class Decode : public ::testing::Test {
   TokenLists run_ssd(RunRecords* records = nullptr) {
     ModelGroup group(draft_, MPI_COMM_NULL);
     SaguaroSettings s;
-    s.lookahead = settings_.lookahead;
     s.budget = 8;
     SaguaroDrafter drafter(group, s);
     InProcessSaguaro endpoint(drafter);

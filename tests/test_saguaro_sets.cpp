@@ -91,7 +91,6 @@ TEST(SaguaroSets, CacheHoldsTheDownweightedTokensAtFullSize) {
     ModelGroup group(model, MPI_COMM_NULL);
     SaguaroTrace trace;
     SaguaroSettings s;
-    s.lookahead = K;
     s.draft_temperature = 1.0;
     s.seed = 2;
     s.fanout = s.backup_fanout = parse_fanout(fanout);
@@ -136,7 +135,6 @@ TEST(SaguaroSets, GreedyDraftCachesTheFBestOtherTokens) {
     ModelGroup group(model, MPI_COMM_NULL);
     SaguaroTrace trace;
     SaguaroSettings s;
-    s.lookahead = 2;
     s.fanout = s.backup_fanout = parse_fanout("uniform:3");
     s.fallback = FallbackMode::Primary;
     s.trace = &trace;

@@ -9,7 +9,7 @@
 
 #include "characterize/characterize.h"
 #include "comm/collective.h"
-#include "comm/launch.h"
+#include "comm/launcher_check.h"
 #include "harness/cli.h"
 #include "harness/run.h"
 #include "harness/run_info.h"

@@ -1,4 +1,4 @@
-#include "comm/launch.h"
+#include "comm/launcher_check.h"
 
 #include <cstdlib>
 #include <stdexcept>

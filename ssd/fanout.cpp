@@ -32,6 +32,15 @@ void check_inputs(int K, double budget, double acceptance, double r) {
     throw std::invalid_argument("geometric fan-out: acceptance and r must not be NaN");
 }
 
+// A.2's weights: the probability that exactly k of K drafts are accepted.
+std::vector<double> outcome_weights(int K, double acceptance) {
+  const double a = std::clamp(acceptance, 0.0, 1.0);
+  std::vector<double> w(K + 1);
+  double reach = 1.0;  // a^k
+  for (int k = 0; k <= K; ++k, reach *= a) w[k] = k < K ? reach * (1.0 - a) : reach;
+  return w;
+}
+
 }  // namespace
 
 FanoutSpec parse_fanout(const std::string& text) {
@@ -67,71 +76,6 @@ FanoutSpec parse_fanout(const std::string& text) {
     fanout_error(text, "unknown shape '" + kind + "'");
   }
   return spec;
-}
-
-std::vector<double> geometric_fanout_real(int K, double budget, double acceptance, double r) {
-  check_inputs(K, budget, acceptance, r);
-  // Clamps keep Theorem 12 finite: at a = 1 the all-accepted factor (1-a)^{-1/(1+r)} blows up
-  // (all budget at k = K), at a = 0 the ratio a^{1/(1+r)} is 0 (all budget at k = 0); r > 0 is
-  // Definition 11's premise.
-  const double a = std::clamp(acceptance, 1e-3, 1.0 - 1e-3);
-  const double rr = std::max(r, 1e-3);
-  const double e = 1.0 / (1.0 + rr);
-  const double c = std::pow(a, e);  // F_{k+1} / F_k for k + 1 < K
-  const double cap = std::pow(1.0 - a, -e);
-  const double cK = std::pow(c, K);
-  // Appendix A.2's closed form: F_0 = B / (a^{K/(1+r)} (1-a)^{-1/(1+r)} + (1-c^K) / (1-c)).
-  const double f0 = budget / (cK * cap + (1.0 - cK) / (1.0 - c));
-  std::vector<double> shape(K + 1);
-  double ck = 1.0;
-  for (int k = 0; k < K; ++k, ck *= c) shape[k] = f0 * ck;
-  shape[K] = f0 * cK * cap;
-  return shape;
-}
-
-namespace {
-
-// A.2's weights: the probability that exactly k of K drafts are accepted.
-std::vector<double> outcome_weights(int K, double acceptance) {
-  const double a = std::clamp(acceptance, 0.0, 1.0);
-  std::vector<double> w(K + 1);
-  double reach = 1.0;  // a^k
-  for (int k = 0; k <= K; ++k, reach *= a) w[k] = k < K ? reach * (1.0 - a) : reach;
-  return w;
-}
-
-}  // namespace
-
-std::vector<double> shifted_geometric_fanout_real(int K, double budget, double acceptance,
-                                                  double r) {
-  check_inputs(K, budget, acceptance, r);
-  const std::vector<double> w = outcome_weights(K, acceptance);
-  const double rr = std::max(r, 1e-3);
-  // F_k(lambda) = max(0, (w_k r / lambda)^{1/(1+r)} - 1) falls as lambda grows; bisect on
-  // log lambda for sum_k F_k = B (each F_k is continuous and monotone, so the sum is too).
-  auto shape_at = [&](double log_lambda, std::vector<double>& f) {
-    double total = 0.0;
-    for (int k = 0; k <= K; ++k) {
-      const double g = w[k] > 0 ? std::exp((std::log(w[k] * rr) - log_lambda) / (1.0 + rr)) : 0.0;
-      f[k] = std::max(0.0, g - 1.0);
-      total += f[k];
-    }
-    return total;
-  };
-  std::vector<double> f(K + 1, 0.0);
-  if (budget <= 0) return f;
-  double lo = -700.0, hi = 700.0;  // exp(+-700): every F_k huge, every F_k 0
-  for (int i = 0; i < 200; ++i) {
-    const double mid = 0.5 * (lo + hi);
-    (shape_at(mid, f) > budget ? lo : hi) = mid;
-  }
-  shape_at(hi, f);
-  // Spread the bisection's last rounding error over the positive entries.
-  double total = 0.0;
-  for (double x : f) total += x;
-  if (total > 0)
-    for (double& x : f) x *= budget / total;
-  return f;
 }
 
 std::vector<int> geometric_fanout(int K, int budget, double acceptance, double r) {

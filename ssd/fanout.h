@@ -31,23 +31,15 @@ FanoutSpec parse_fanout(const std::string& text);
 // Its r is not the paper's: analysis reports both (ssd_analysis.metrics.fit_power_law_mle and
 // fit_power_law_paper_mle).
 
-// Theorem 12 (Appendix A.2) for the paper's law: F_k = F_0 a^{k/(1+r)} for k < K and
-// F_K = F_0 a^{K/(1+r)} (1-a)^{-1/(1+r)}, with A.2's closed-form F_0 so that sum_k F_k = B.
-// a is clamped to [1e-3, 1 - 1e-3] (a -> 1 sends F_K's factor to infinity, a -> 0 makes the
-// ratio a^{1/(1+r)} vanish) and r to >= 1e-3. K + 1 entries; throws std::invalid_argument
-// for K < 0 or budget < 0.
-std::vector<double> geometric_fanout_real(int K, double budget, double acceptance, double r);
-// The same optimisation (Theorem 18's first-order conditions) for the shifted law: with
-// G_k = F_k + 1 the objective is the paper's in G, so the optimum is Theorem 12's geometric
-// series in G with budget B + K + 1, as long as every F_k stays >= 0; where the series would
-// give G_k < 1, F_k = 0 and the rest re-balances (KKT: w_k r (F_k+1)^{-r-1} = lambda where
-// F_k > 0, w_k = a^k (1-a) for k < K, a^K at K). Sums to B.
-std::vector<double> shifted_geometric_fanout_real(int K, double budget, double acceptance,
-                                                  double r);
 // The integer shape that maximises expected_hit_rate (A.2's objective under the shifted law)
 // among all shapes of non-negative integers summing to B: the objective is separable and
 // concave in each F_k, so giving each unit of budget to the largest marginal gain (ties to the
-// smaller k, reached more often) is exactly optimal; it follows the real shape above.
+// smaller k, reached more often) is exactly optimal. Over real shapes, Theorem 12 (Appendix
+// A.2) is the paper's law's optimum, and its series in G_k = F_k + 1 with budget B + K + 1 the
+// shifted law's where every F_k stays > 0 (Theorem 18's first-order conditions; F_k = 0 where
+// it would not); this shape stays within K of the latter (tests/test_fanout.cpp's oracles).
+// a is clamped to [0, 1], r to >= 1e-3; throws std::invalid_argument for K < 0, budget < 0 or
+// a NaN a or r.
 std::vector<int> geometric_fanout(int K, int budget, double acceptance, double r);
 
 // The integer shape for a spec at lookahead K, budget B (geometric only; spec.budget > 0

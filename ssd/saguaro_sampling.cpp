@@ -91,15 +91,6 @@ std::vector<int32_t> top_tokens(const float* logits, int vocab, int n, int32_t e
   return ids;
 }
 
-int token_rank(const float* logits, int vocab, int32_t token, int32_t exclude, int limit) {
-  if (token < 0 || token >= vocab || token == exclude || limit <= 0) return 0;
-  const float v = key(logits[token]);
-  int ahead_of_token = 0;
-  for (int32_t i = 0; i < vocab; ++i)
-    if (i != exclude && ahead(key(logits[i]), i, v, token)) ++ahead_of_token;
-  return ahead_of_token < limit ? ahead_of_token + 1 : 0;
-}
-
 void saguaro_distribution(const float* logits, int vocab, double temperature, int top_f, double c,
                           std::vector<float>& probs) {
   if (!(temperature > 0.0))

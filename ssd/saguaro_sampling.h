@@ -24,8 +24,4 @@ void saguaro_distribution(const float* logits, int vocab, double temperature, in
 // largest of them) and a sort of the few values they keep, in any order of the logits.
 std::vector<int32_t> top_tokens(const float* logits, int vocab, int n, int32_t exclude);
 
-// 1-based rank of `token` in top_tokens(logits, vocab, limit, exclude), 0 if not within the
-// first `limit` (or if token == exclude). One O(V) pass, no allocation.
-int token_rank(const float* logits, int vocab, int32_t token, int32_t exclude, int limit);
-
 }  // namespace ssd

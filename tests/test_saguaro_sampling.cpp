@@ -1,7 +1,7 @@
 // SAGUARO sampling (paper §4.2, Definition 14): C = 1 is plain softmax, C = 0 removes the
 // top-F mass, Theorem 19's construction, Theorem 15's monotonicity of the cached residual mass
-// in C; and the token selection (top_tokens, token_rank, argmax) against a full sort and a
-// scalar scan.
+// in C; and the token selection (top_tokens, argmax) against a full sort, a rank count
+// (token_rank, this file's oracle) and a scalar scan.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -31,6 +31,22 @@ std::vector<int32_t> sorted_ids(const std::vector<float>& z, int32_t exclude) {
   std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return z[a] > z[b]; });
   ids.erase(std::remove(ids.begin(), ids.end(), exclude), ids.end());
   return ids;
+}
+
+// The oracle for top_tokens' order, one token at a time: the 1-based rank of `token` in
+// top_tokens(logits, vocab, limit, exclude), 0 if not within the first `limit` (or if token ==
+// exclude), by counting the tokens ahead of it (larger logit, or equal logit and lower id; NaN
+// counts as -inf). One scan, no sort.
+int token_rank(const float* logits, int vocab, int32_t token, int32_t exclude, int limit) {
+  if (token < 0 || token >= vocab || token == exclude || limit <= 0) return 0;
+  auto value = [&](int32_t i) {
+    return std::isnan(logits[i]) ? -std::numeric_limits<float>::infinity() : logits[i];
+  };
+  int ahead_of_token = 0;
+  for (int32_t i = 0; i < vocab; ++i)
+    if (i != exclude && (value(i) > value(token) || (value(i) == value(token) && i < token)))
+      ++ahead_of_token;
+  return ahead_of_token < limit ? ahead_of_token + 1 : 0;
 }
 
 TEST(SaguaroDistribution, CEqualOneIsSoftmax) {

@@ -391,24 +391,4 @@ void ResultFile::commit() {
   set_partial_file_for_signals("");
 }
 
-bool result_file_is_complete(const std::string& path) {
-  try {
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec)) return false;
-    // CLOSE_DEFAULT: also opens a file this process is writing without touching its objects.
-    Handle fapl = file_access_plist(H5F_CLOSE_DEFAULT, path);
-    Handle file = make(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose, "open", path);
-    if (H5Aexists(file.get(), kCompleteAttr) <= 0) return false;
-    Handle attr = make(H5Aopen(file.get(), kCompleteAttr, H5P_DEFAULT), H5Aclose, "open", path);
-    Handle space = make(H5Aget_space(attr.get()), H5Sclose, "space", path);
-    if (H5Sget_simple_extent_npoints(space.get()) != 1) return false;
-    int64_t value = 0;
-    if (H5Aread(attr.get(), H5T_NATIVE_INT64, &value) < 0) return false;
-    return value == 1;
-  } catch (...) {  // fail() already cleared HDF5's error stack
-    return false;
-  }
-}
-
 }  // namespace ssd

@@ -129,8 +129,4 @@ struct RecordColumns {
   }
 };
 
-// True iff `path` opens as HDF5 and its root attribute "complete", read as int64, equals 1.
-// Never throws: a missing, unreadable or non-HDF5 file is simply not complete.
-bool result_file_is_complete(const std::string& path);
-
 }  // namespace ssd

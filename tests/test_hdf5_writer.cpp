@@ -71,6 +71,25 @@ std::vector<T> read_attr(const Id& file, const std::string& obj, const std::stri
   return out;
 }
 
+// The oracle for commit(): true iff `path` is a regular file that opens as HDF5 and its root
+// attribute "complete" (written last by commit) is one int64 equal to 1; a missing, unreadable or
+// non-HDF5 file is simply not complete. H5F_CLOSE_DEFAULT also opens a file this process is
+// writing (a ResultFile's own partial file), whatever close degree the writer chose.
+bool result_file_is_complete(const fs::path& path) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // a file that does not open is an answer here
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  try {
+    Id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    if (H5Pset_fclose_degree(fapl.id, H5F_CLOSE_DEFAULT) < 0) return false;
+    Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.id), H5Fclose);
+    if (H5Aexists(file.id, "complete") <= 0) return false;
+    return read_attr<int64_t>(file, "/", "complete", H5T_NATIVE_INT64) == std::vector<int64_t>{1};
+  } catch (const std::runtime_error&) {  // Id: an HDF5 call failed
+    return false;
+  }
+}
+
 std::vector<hsize_t> dataset_dims(const Id& file, const std::string& path) {
   Id dset(H5Dopen2(file.id, path.c_str(), H5P_DEFAULT), H5Dclose);
   Id space(H5Dget_space(dset.id), H5Sclose);

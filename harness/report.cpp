@@ -4,6 +4,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "harness/plan.h"
 #include "harness/result_row.h"
 
 namespace ssd {
@@ -42,8 +43,9 @@ static void describe_model(std::ostream& out, const char* role, const ModelSumma
       << (m.load_s > 0 ? fmt(", loaded in %.2f s", m.load_s) : "") << "\n";
 }
 
-void Report::header(const RunInfo& info, const RunConfig& config, const ModelSummary& target,
+void Report::header(const RunInfo& info, const RunPlan& plan, const ModelSummary& target,
                     const std::optional<ModelSummary>& draft) {
+  const RunConfig& config = plan.flags;
   out_ << "# ssd-bench " << info.version << " (commit " << info.git_commit << ", "
        << info.build_type << ")\n";
   out_ << "# started " << info.start_time << " on " << info.host << ", CPU " << info.cpu_model
@@ -57,7 +59,7 @@ void Report::header(const RunInfo& info, const RunConfig& config, const ModelSum
     out_ << " " << name << "=" << value;
   }
   out_ << "\n";
-  if (config.outcomes != "real")
+  if (plan.synthetic())
     out_ << "# SYNTHETIC OUTCOMES (" << config.outcomes
          << "): forward passes are real, verification outcomes are drawn\n";
   describe_model(out_, "target", target);

@@ -16,12 +16,14 @@
 
 namespace ssd {
 
+struct RunPlan;  // harness/plan.h
+
 struct ResultCell;  // harness/result_row.h
 
 class Report {
  public:
   Report(std::string format, std::ostream& out) : format_(std::move(format)), out_(out) {}
-  void header(const RunInfo& info, const RunConfig& config, const ModelSummary& target,
+  void header(const RunInfo& info, const RunPlan& plan, const ModelSummary& target,
               const std::optional<ModelSummary>& draft);
   // The row of harness/result_row.h in the chosen format (its heading went with the header).
   void result_row(const std::vector<ResultCell>& row);

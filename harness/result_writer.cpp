@@ -7,6 +7,7 @@
 #include "comm/messages.h"
 #include "harness/hdf5_writer.h"
 #include "harness/machine_info.h"
+#include "harness/plan.h"
 #include "harness/result_metadata.h"
 
 namespace ssd {
@@ -21,11 +22,11 @@ std::vector<int32_t> padded(const std::vector<std::vector<int32_t>>& rows, size_
 }
 
 void write_metadata(ResultFile& file, const RunResult& run) {
-  const RunConfig& config = run.config;
+  const RunConfig& config = run.plan.flags;
   RootMetadata m{mode_name(config.mode),
                  run.argv,
                  describe(config),
-                 config.outcomes != "real",
+                 run.plan.synthetic(),
                  {{"target", &run.target}}};
   if (run.draft) m.models.emplace_back("draft", &*run.draft);
   write_root_metadata(file, m, run.info);
@@ -147,11 +148,11 @@ void write_reps(ResultFile& file, const std::vector<RepTotals>& reps) {
 
 void write_result_file(const RunResult& run) {
   const RunRecords& records = run.records;
-  ResultFile file = ResultFile::create(run.config.out, run.config.overwrite);
+  ResultFile file = ResultFile::create(run.plan.flags.out, run.plan.flags.overwrite);
   write_metadata(file, run);
   write_machine_group(file, run.info);
 
-  const size_t width = size_t(run.config.max_new_tokens);
+  const size_t width = size_t(run.plan.flags.max_new_tokens);
   const std::vector<int32_t> generated = padded(records.generated, width);
   file.write_dataset("/generated_tokens", {records.generated.size(), width}, generated.data());
   size_t longest = 0;

@@ -14,13 +14,15 @@
 
 namespace ssd {
 
+struct RunPlan;  // harness/plan.h
+
 // What the file holds, by reference: the lead rank has it all at hand when the run ends.
 struct RunResult {
-  // What ran: the command line, host and ranks, the resolved flags (config.out and
-  // config.overwrite say where the file goes), the models and the prompts.
+  // What ran: the command line, host and ranks, the plan (its flags' out and overwrite say
+  // where the file goes), the models and the prompts.
   const std::vector<std::string>& argv;
   const RunInfo& info;
-  const RunConfig& config;
+  const RunPlan& plan;
   const ModelSummary& target;
   const std::optional<ModelSummary>& draft;
   const Prompts& prompts;

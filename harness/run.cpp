@@ -209,7 +209,7 @@ int lead(const RunPlan& plan, Launch& launch, const Prompts& prompts, const RunI
   if (!c.out.empty())
     write_result_file({.argv = argv,
                        .info = info,
-                       .config = c,
+                       .plan = plan,
                        .target = launch.target,
                        .draft = launch.draft,
                        .prompts = prompts,
@@ -256,7 +256,7 @@ int run_benchmark(const Cli& cli) {
   const RunInfo info = launch.run_info();
 
   Report report(plan.flags.output_format, std::cout);
-  if (launch.layout.is_run_leader()) report.header(info, plan.flags, launch.target, launch.draft);
+  if (launch.layout.is_run_leader()) report.header(info, plan, launch.target, launch.draft);
   int code = 0;
   if (launch.layout.role == Role::Draft)
     serve_draft_rank(plan, launch);

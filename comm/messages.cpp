@@ -127,17 +127,19 @@ void decode(const std::vector<uint8_t>& bytes, OutcomeMessage& m) {
   r.done();
 }
 
-std::vector<uint8_t> encode(const SpeculationMessage& m) {
+namespace {
+
+std::vector<uint8_t> encode_speculation(const SpeculationMessage& m, const DraftTelemetry& t) {
   Writer w;
   w.put(m.round);
   w.put(m.vocab);
-  w.put(m.draft_start_s);
-  w.put(m.draft_end_s);
-  w.put(m.draft_idle_s);
-  w.put(m.cache_build_s);
-  w.put(m.fallback_s);
-  w.put(m.branches);
-  w.put(m.budget);
+  w.put(t.draft_start_s);
+  w.put(t.draft_end_s);
+  w.put(t.idle_s);
+  w.put(t.cache_build_s);
+  w.put(t.fallback_s);
+  w.put(t.branches);
+  w.put(t.budget);
   w.put<uint64_t>(m.sequences.size());
   for (const auto& s : m.sequences) {
     w.put(s.row);
@@ -152,17 +154,18 @@ std::vector<uint8_t> encode(const SpeculationMessage& m) {
   return std::move(w.bytes);
 }
 
-void decode(const std::vector<uint8_t>& bytes, SpeculationMessage& m) {
+void decode_speculation(const std::vector<uint8_t>& bytes, SpeculationMessage& m,
+                        DraftTelemetry& t) {
   Reader r(bytes);
   m.round = r.get<int32_t>();
   m.vocab = r.get<int32_t>();
-  m.draft_start_s = r.get<double>();
-  m.draft_end_s = r.get<double>();
-  m.draft_idle_s = r.get<double>();
-  m.cache_build_s = r.get<double>();
-  m.fallback_s = r.get<double>();
-  m.branches = r.get<int32_t>();
-  m.budget = r.get<int32_t>();
+  t.draft_start_s = r.get<double>();
+  t.draft_end_s = r.get<double>();
+  t.idle_s = r.get<double>();
+  t.cache_build_s = r.get<double>();
+  t.fallback_s = r.get<double>();
+  t.branches = r.get<int32_t>();
+  t.budget = r.get<int32_t>();
   const uint64_t n = r.get<uint64_t>();
   if (n > bytes.size()) throw std::runtime_error("message: bad sequence count");
   m.sequences.resize(n);
@@ -177,6 +180,25 @@ void decode(const std::vector<uint8_t>& bytes, SpeculationMessage& m) {
     s.probs = r.get_vector<float>();
   }
   r.done();
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode(const SpeculationMessage& m) {
+  return encode_speculation(m, DraftTelemetry{});
+}
+
+std::vector<uint8_t> encode(const TimedSpeculation& m) {
+  return encode_speculation(m.speculation, m.telemetry);
+}
+
+void decode(const std::vector<uint8_t>& bytes, SpeculationMessage& m) {
+  DraftTelemetry ignored;
+  decode_speculation(bytes, m, ignored);
+}
+
+void decode(const std::vector<uint8_t>& bytes, TimedSpeculation& m) {
+  decode_speculation(bytes, m.speculation, m.telemetry);
 }
 
 }  // namespace ssd

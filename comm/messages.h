@@ -4,7 +4,8 @@
 // Target -> draft, once per round: OutcomeMessage, per sequence (sequence id, accepted count
 //   k, bonus token, committed length) plus the temperature; `stop` ends the group.
 // Draft -> target, once per round: SpeculationMessage, per sequence a cache-hit flag, K
-//   tokens and the K draft probability rows verification needs.
+//   tokens and the K draft probability rows verification needs; beside it, in the same
+//   message, the draft's DraftTelemetry for the records.
 //
 // Probability rows are sent as full vocabulary rows of fp32 (K * vocab * 4 bytes per
 // sequence: 640 KB for K=5 at a 32k vocabulary) when sampling, and not at all when greedy
@@ -78,14 +79,27 @@ struct SequenceSpeculation {
 struct SpeculationMessage {
   int32_t round = 0;
   int32_t vocab = 0;
-  // The draft's own timing of this round, on the global clock: when it started and finished
-  // drafting, and how long it had waited for the outcome before.
-  double draft_start_s = 0.0, draft_end_s = 0.0, draft_idle_s = 0.0;
-  // SSD: the cache build that preceded this round (its branches and time), the fallback
-  // drafting in this round, and the budget in force.
+  std::vector<SequenceSpeculation> sequences;
+};
+
+// What a draft rank measured while answering an outcome. It is for the records only: no
+// decoding decision reads it, so it stays out of SpeculationMessage. It shares the speculation's
+// MPI message all the same (TimedSpeculation), so that a round remains one send each way.
+struct DraftTelemetry {
+  // On the global clock: when the rank started and finished drafting, and how long it had
+  // waited for the outcome before.
+  double draft_start_s = 0.0, draft_end_s = 0.0, idle_s = 0.0;
+  // SSD: the cache build that preceded this round (its time, branches and budget in force)
+  // and the fallback drafting in this round.
   double cache_build_s = 0.0, fallback_s = 0.0;
   int32_t branches = 0, budget = 0;
-  std::vector<SequenceSpeculation> sequences;
+};
+
+// A speculation as a draft rank sends it. A bare SpeculationMessage is sent with a zeroed
+// telemetry block, so every Speculation message has one layout (characterize sizes them).
+struct TimedSpeculation {
+  SpeculationMessage speculation;
+  DraftTelemetry telemetry;
 };
 
 enum class MessageTag : int { Start = 101, Outcome = 102, Speculation = 103 };
@@ -93,9 +107,11 @@ enum class MessageTag : int { Start = 101, Outcome = 102, Speculation = 103 };
 std::vector<uint8_t> encode(const StartMessage& m);
 std::vector<uint8_t> encode(const OutcomeMessage& m);
 std::vector<uint8_t> encode(const SpeculationMessage& m);
+std::vector<uint8_t> encode(const TimedSpeculation& m);
 // Throw std::runtime_error on a malformed buffer.
 void decode(const std::vector<uint8_t>& bytes, StartMessage& m);
 void decode(const std::vector<uint8_t>& bytes, OutcomeMessage& m);
-void decode(const std::vector<uint8_t>& bytes, SpeculationMessage& m);
+void decode(const std::vector<uint8_t>& bytes, SpeculationMessage& m);  // drops the telemetry
+void decode(const std::vector<uint8_t>& bytes, TimedSpeculation& m);
 
 }  // namespace ssd

@@ -1,5 +1,7 @@
 #include "ssd/draft_endpoint.h"
 
+#include <algorithm>
+
 #include "comm/clock.h"
 
 namespace ssd {
@@ -11,20 +13,46 @@ void LocalDraft::start(const StartMessage& m) {
 
 SpeculationMessage LocalDraft::exchange(const OutcomeMessage& m, ExchangeTiming& t) {
   t = ExchangeTiming{};
-  t.draft_start_s = global_now();
+  DraftTelemetry& d = t.draft;
+  d.draft_start_s = global_now();
   SpeculationMessage spec = drafter_.propose(m);
-  t.draft_end_s = global_now();
-  t.draft_s = t.draft_end_s - t.draft_start_s;
+  d.draft_end_s = global_now();
+  t.draft_s = d.draft_end_s - d.draft_start_s;
   // Collocated: the hardware drafts itself, so the target never waits on another rank; the
   // draft sits idle while the target verifies and samples.
-  t.draft_idle_s = last_end_ < 0 ? 0.0 : t.draft_start_s - last_end_;
-  last_end_ = t.draft_end_s;
+  d.idle_s = last_end_ < 0 ? 0.0 : d.draft_start_s - last_end_;
+  last_end_ = d.draft_end_s;
   return spec;
 }
 
-void serve_draft_rank(PeerLink& link, const std::function<void(const StartMessage&)>& start,
-                      const std::function<SpeculationMessage(const OutcomeMessage&)>& respond,
-                      const std::function<void(double sent_at)>& between_rounds) {
+void ExchangeTiming::merge_ranks(double round_trip_s) {
+  // The merge speaks for the whole batch: the last rank to finish sets the draft's times,
+  // branches add up, and the budget is the largest any rank used (/draft_ranks and
+  // /rounds/draft_rank keep each rank's own). Idle time is the mean over the ranks.
+  for (const DraftRankTiming& rank : ranks) {
+    const DraftTelemetry& r = rank.telemetry;
+    if (&rank == &ranks.front() || r.draft_start_s < draft.draft_start_s)
+      draft.draft_start_s = r.draft_start_s;
+    draft.draft_end_s = std::max(draft.draft_end_s, r.draft_end_s);
+    draft.cache_build_s = std::max(draft.cache_build_s, r.cache_build_s);
+    draft.fallback_s = std::max(draft.fallback_s, r.fallback_s);
+    draft.branches += r.branches;
+    draft.budget = std::max(draft.budget, r.budget);
+    draft.idle_s += r.idle_s;
+    draft_s = std::max(draft_s, r.draft_end_s - r.draft_start_s);
+    bytes += rank.bytes;
+  }
+  if (!ranks.empty()) draft.idle_s /= double(ranks.size());
+  target_idle_s = round_trip_s;
+  // The round trip minus the slowest rank's drafting: messages in flight (the clocks agree to
+  // within the start-up offset estimate).
+  comm_s = std::max(0.0, round_trip_s - draft_s);
+}
+
+void serve_draft_rank(
+    PeerLink& link, const std::function<void(const StartMessage&)>& start,
+    const std::function<SpeculationMessage(const OutcomeMessage&, DraftTelemetry&)>& respond,
+    const std::function<void(double sent_at)>& between_rounds) {
   for (;;) {
     StartMessage group;
     link.receive(MessageTag::Start, group);
@@ -36,12 +64,13 @@ void serve_draft_rank(PeerLink& link, const std::function<void(const StartMessag
       link.receive(MessageTag::Outcome, outcome);
       if (outcome.stop) break;
       const double begin = global_now();
-      SpeculationMessage spec = respond(outcome);
-      spec.draft_start_s = begin;
-      spec.draft_end_s = global_now();
-      spec.draft_idle_s = begin - idle_since;
-      link.send(MessageTag::Speculation, spec);
-      between_rounds(spec.draft_end_s);
+      TimedSpeculation reply;
+      reply.speculation = respond(outcome, reply.telemetry);
+      reply.telemetry.draft_start_s = begin;
+      reply.telemetry.draft_end_s = global_now();
+      reply.telemetry.idle_s = begin - idle_since;
+      link.send(MessageTag::Speculation, reply);
+      between_rounds(reply.telemetry.draft_end_s);
       idle_since = global_now();
     }
   }
@@ -51,7 +80,7 @@ void serve_draft_rank(PeerLink& link, const std::function<void(const StartMessag
 void serve_draft(PeerLink& link, Drafter& drafter) {
   serve_draft_rank(
       link, [&](const StartMessage& m) { drafter.start(m); },
-      [&](const OutcomeMessage& o) { return drafter.propose(o); }, [](double) {});
+      [&](const OutcomeMessage& o, DraftTelemetry&) { return drafter.propose(o); }, [](double) {});
 }
 
 }  // namespace ssd

@@ -15,24 +15,26 @@ namespace ssd {
 // One draft rank's part in one exchange (separate drafts; one entry per rank that served).
 struct DraftRankTiming {
   int draft_rank = 0;
-  int sequences = 0;                              // batch rows it answered for
-  double draft_start_s = 0.0, draft_end_s = 0.0;  // answering the outcome, global clock
-  double idle_s = 0.0;                            // waiting for the outcome before that
-  double cache_build_s = 0.0;                     // SSD: its cache build before this round
-  double fallback_s = 0.0;                        // SSD: its fallback drafting this round
-  int branches = 0, budget = 0;                   // SSD: of that cache
-  int64_t bytes = 0;                              // its outcome + speculation
+  int sequences = 0;         // batch rows it answered for
+  DraftTelemetry telemetry;  // its own report
+  int64_t bytes = 0;         // its outcome + speculation
 };
 
+// The draft's side of one round as the records see it, beside the speculation an exchange
+// returns. Decoding never reads it.
 struct ExchangeTiming {
-  double draft_start_s = 0.0, draft_end_s = 0.0;  // global clock
+  // The whole draft's telemetry: with several ranks, their merge (merge_ranks).
+  DraftTelemetry draft;
   double draft_s = 0.0;
   double comm_s = 0.0;
   double target_idle_s = 0.0;
-  double draft_idle_s = 0.0;
   int64_t bytes = 0;
   std::vector<DraftRankTiming> ranks;  // separate drafts: every draft rank that served
   std::vector<int> row_draft_rank;     // the draft rank that serves each batch row (-1: none)
+
+  // Sets everything above `ranks` from the ranks' own reports and the target's `round_trip_s`
+  // from sending the outcome to holding every speculation.
+  void merge_ranks(double round_trip_s);
 };
 
 class DraftEndpoint {
@@ -80,12 +82,14 @@ class RemoteDraft final : public DraftEndpoint {
 };
 
 // The draft rank's loop, for any drafter: serves batch groups until the target leader shuts
-// it down. `start` opens a group, `respond` answers an outcome with a speculation, and
+// it down. `start` opens a group, `respond` answers an outcome with a speculation (and may
+// report its cache and fallback in the telemetry; the loop adds the times), and
 // `between_rounds` (given when the speculation was sent) uses the wait for the next outcome
 // (SSD builds its cache there; SD just waits). Idle time is the wait after between_rounds.
-void serve_draft_rank(PeerLink& link, const std::function<void(const StartMessage&)>& start,
-                      const std::function<SpeculationMessage(const OutcomeMessage&)>& respond,
-                      const std::function<void(double sent_at)>& between_rounds);
+void serve_draft_rank(
+    PeerLink& link, const std::function<void(const StartMessage&)>& start,
+    const std::function<SpeculationMessage(const OutcomeMessage&, DraftTelemetry&)>& respond,
+    const std::function<void(double sent_at)>& between_rounds);
 void serve_draft(PeerLink& link, Drafter& drafter);
 
 }  // namespace ssd

@@ -41,15 +41,15 @@ RoundRecord* Recorder::previous_round(int row) {
   return &records_->rounds[size_t(last_round_[size_t(row)])];
 }
 
-void Recorder::cache_report(const SequenceSpeculation& sp, const SpeculationMessage& spec) {
+void Recorder::cache_report(const SequenceSpeculation& sp, const DraftTelemetry& draft) {
   RoundRecord* previous = previous_round(sp.row);
   if (!previous || sp.fanout.empty()) return;  // SD, or the group's first round
   previous->outcome_hit = sp.cache_hit ? 1 : 0;
   previous->bonus_rank = sp.bonus_rank;
   previous->fanout = sp.fanout;
-  previous->budget = spec.budget;
-  previous->branches = spec.branches;
-  previous->cache_build_s = spec.cache_build_s;
+  previous->budget = draft.budget;
+  previous->branches = draft.branches;
+  previous->cache_build_s = draft.cache_build_s;
 }
 
 void Recorder::bonus_resolved(int row, int32_t token) {
@@ -58,7 +58,7 @@ void Recorder::bonus_resolved(int row, int32_t token) {
 
 void Recorder::round(const SequenceBatch& batch, int round, int lookahead,
                      const std::vector<SequenceVerdict>& verdicts, const RoundTimes& times,
-                     const ExchangeTiming& exchange, double fallback_s) {
+                     const ExchangeTiming& exchange) {
   int64_t emitted = 0;
   for (const SequenceVerdict& v : verdicts) {
     emitted += v.emitted;
@@ -75,19 +75,21 @@ void Recorder::round(const SequenceBatch& batch, int round, int lookahead,
   totals_.verify_s += times.verify_s;
   if (on_tokens_) on_tokens_(emitted);
   if (!records_) return;
-  for (const DraftRankTiming& d : exchange.ranks)
+  for (const DraftRankTiming& d : exchange.ranks) {
+    const DraftTelemetry& t = d.telemetry;
     records_->draft_ranks.push_back({totals_.rep, group_, round, d.draft_rank, d.sequences,
-                                     d.draft_start_s - clock_zero_, d.draft_end_s - clock_zero_,
-                                     d.idle_s, d.cache_build_s, d.fallback_s, d.branches, d.budget,
+                                     t.draft_start_s - clock_zero_, t.draft_end_s - clock_zero_,
+                                     t.idle_s, t.cache_build_s, t.fallback_s, t.branches, t.budget,
                                      d.bytes});
+  }
   for (const SequenceVerdict& v : verdicts) {
     // Separate drafts: the rank that served this row, whose own fallback it waited for.
     const int draft_rank = size_t(v.row) < exchange.row_draft_rank.size()
                                ? exchange.row_draft_rank[size_t(v.row)]
                                : -1;
-    double row_fallback_s = fallback_s;
+    double row_fallback_s = exchange.draft.fallback_s;
     for (const DraftRankTiming& d : exchange.ranks)
-      if (d.draft_rank == draft_rank) row_fallback_s = d.fallback_s;
+      if (d.draft_rank == draft_rank) row_fallback_s = d.telemetry.fallback_s;
     RoundRecord r;
     r.draft_rank = draft_rank;
     r.rep = totals_.rep;
@@ -103,14 +105,14 @@ void Recorder::round(const SequenceBatch& batch, int round, int lookahead,
     r.fallback_s = v.source == SpeculationSource::CacheHit ? 0.0 : row_fallback_s;
     r.start_s = times.start - clock_zero_;
     r.end_s = times.end - clock_zero_;
-    r.draft_start_s = exchange.draft_start_s - clock_zero_;
-    r.draft_end_s = exchange.draft_end_s - clock_zero_;
+    r.draft_start_s = exchange.draft.draft_start_s - clock_zero_;
+    r.draft_end_s = exchange.draft.draft_end_s - clock_zero_;
     r.draft_s = exchange.draft_s;
     r.verify_s = times.verify_s;
     r.accept_s = times.end - times.accept_start;
     r.comm_s = exchange.comm_s;
     r.target_idle_s = exchange.target_idle_s;
-    r.draft_idle_s = exchange.draft_idle_s;
+    r.draft_idle_s = exchange.draft.idle_s;
     r.message_bytes = exchange.bytes;
     last_round_[size_t(v.row)] = int(records_->rounds.size());
     records_->rounds.push_back(r);

@@ -46,13 +46,14 @@ class Recorder {
   void step(const SequenceBatch& batch, int step, const std::vector<int>& active, double start,
             double step_s, double forward_s);
   // SD/SSD: the draft's report, carried by a speculation, on the outcome of the row's previous
-  // round (hit or miss, the bonus's rank, the cache's shape) and on a synthetic bonus it named.
-  void cache_report(const SequenceSpeculation& sp, const SpeculationMessage& spec);
+  // round (hit or miss, the bonus's rank, the cache's shape; the cache's size and build time
+  // from the draft's telemetry) and on a synthetic bonus it named.
+  void cache_report(const SequenceSpeculation& sp, const DraftTelemetry& draft);
   void bonus_resolved(int row, int32_t token);
   // SD/SSD: one round's verdicts.
   void round(const SequenceBatch& batch, int round, int lookahead,
              const std::vector<SequenceVerdict>& verdicts, const RoundTimes& times,
-             const ExchangeTiming& exchange, double fallback_s);
+             const ExchangeTiming& exchange);
 
   const RepTotals& totals() const { return totals_; }
 

@@ -50,57 +50,26 @@ SpeculationMessage RemoteDraft::exchange(const OutcomeMessage& m, ExchangeTiming
   SpeculationMessage merged;
   merged.round = m.round;
   t.row_draft_rank.assign(size_t(rows_), -1);
-  double idle_sum = 0.0;
   for (int d : serving) {
     PeerLink& link = *links_[size_t(d)];
-    DraftRankTiming rank;
-    rank.draft_rank = d;
-    rank.bytes = link.last_sent_bytes();
-    SpeculationMessage spec;
-    link.receive(MessageTag::Speculation, spec);
-    rank.bytes += link.last_received_bytes();
-    rank.sequences = int(spec.sequences.size());
-    rank.draft_start_s = spec.draft_start_s;
-    rank.draft_end_s = spec.draft_end_s;
-    rank.idle_s = spec.draft_idle_s;
-    rank.cache_build_s = spec.cache_build_s;
-    rank.fallback_s = spec.fallback_s;
-    rank.branches = spec.branches;
-    rank.budget = spec.budget;
+    const int64_t sent = link.last_sent_bytes();
+    TimedSpeculation reply;
+    link.receive(MessageTag::Speculation, reply);
+    SpeculationMessage& spec = reply.speculation;
+    t.ranks.push_back(
+        {d, int(spec.sequences.size()), reply.telemetry, sent + link.last_received_bytes()});
+    merged.vocab = spec.vocab;
     for (SequenceSpeculation& sp : spec.sequences) {
       sp.row = sp.row * D + d;
       t.row_draft_rank[size_t(sp.row)] = d;
       merged.sequences.push_back(std::move(sp));
     }
-    // The merged message speaks for the whole batch: the last rank to finish sets the draft's
-    // times, branches add up, and the budget is the largest any rank used (/draft_ranks and
-    // /rounds/draft_rank keep each rank's own).
-    merged.vocab = spec.vocab;
-    if (t.ranks.empty() || spec.draft_start_s < merged.draft_start_s)
-      merged.draft_start_s = spec.draft_start_s;
-    merged.draft_end_s = std::max(merged.draft_end_s, spec.draft_end_s);
-    merged.cache_build_s = std::max(merged.cache_build_s, spec.cache_build_s);
-    merged.fallback_s = std::max(merged.fallback_s, spec.fallback_s);
-    merged.branches += spec.branches;
-    merged.budget = std::max(merged.budget, spec.budget);
-    t.draft_s = std::max(t.draft_s, spec.draft_end_s - spec.draft_start_s);
-    t.bytes += rank.bytes;
-    idle_sum += spec.draft_idle_s;
-    t.ranks.push_back(rank);
   }
-  const double end = global_now();
+  t.merge_ranks(global_now() - begin);
   // Rows in batch order, as one rank sends them: the target verifies in this order.
   std::sort(
       merged.sequences.begin(), merged.sequences.end(),
       [](const SequenceSpeculation& a, const SequenceSpeculation& b) { return a.row < b.row; });
-  merged.draft_idle_s = t.ranks.empty() ? 0.0 : idle_sum / double(t.ranks.size());
-  t.draft_start_s = merged.draft_start_s;
-  t.draft_end_s = merged.draft_end_s;
-  t.target_idle_s = end - begin;
-  // The round trip minus the slowest rank's drafting: messages in flight (the clocks agree to
-  // within the start-up offset estimate).
-  t.comm_s = std::max(0.0, (end - begin) - t.draft_s);
-  t.draft_idle_s = merged.draft_idle_s;  // the mean over the ranks that served
   return merged;
 }
 

@@ -171,13 +171,14 @@ void SaguaroDrafter::take_branch(Row& row, int r, int committed_before, Branch& 
   out.probs = std::move(branch.probs);
 }
 
-SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
+SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome,
+                                           DraftTelemetry& telemetry) {
   SpeculationMessage spec;
   spec.round = outcome.round;
   spec.vocab = vocab_;
-  spec.cache_build_s = last_build_s_;
-  spec.branches = last_branches_;
-  spec.budget = last_budget_;
+  telemetry.cache_build_s = last_build_s_;
+  telemetry.branches = last_branches_;
+  telemetry.budget = last_budget_;
   spec.sequences.resize(outcome.sequences.size());
   meter_.target_busy(outcome.target_busy_s);
   int local_live = 0;
@@ -220,12 +221,12 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome) {
     row.cache.clear();
     row.branches.clear();
   }
-  if (!misses.empty()) fall_back(misses, miss_slots, spec);
+  telemetry.fallback_s = misses.empty() ? 0.0 : fall_back(misses, miss_slots, spec);
   return spec;
 }
 
-void SaguaroDrafter::fall_back(const std::vector<int>& misses, const std::vector<int>& slots,
-                               SpeculationMessage& spec) {
+double SaguaroDrafter::fall_back(const std::vector<int>& misses, const std::vector<int>& slots,
+                                 SpeculationMessage& spec) {
   const double start = global_now();
   bool initial = false;
   for (int r : misses) initial |= rows_[r].source == SpeculationSource::Initial;
@@ -244,14 +245,14 @@ void SaguaroDrafter::fall_back(const std::vector<int>& misses, const std::vector
     draft_backup(misses, spec, slots);
   }
   meter_.fallback(kind, global_now() - start);
-  spec.fallback_s = global_now() - start;
+  return global_now() - start;
 }
 
 void serve_saguaro(PeerLink& link, SaguaroDrafter& drafter) {
   // The verification window: build the next round's cache while the target verifies.
   serve_draft_rank(
       link, [&](const StartMessage& m) { drafter.start(m); },
-      [&](const OutcomeMessage& o) { return drafter.respond(o); },
+      [&](const OutcomeMessage& o, DraftTelemetry& t) { return drafter.respond(o, t); },
       [&](double sent_at) { drafter.build_cache(link, sent_at); });
 }
 

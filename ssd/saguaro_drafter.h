@@ -65,8 +65,10 @@ class SaguaroDrafter {
   SaguaroDrafter(ModelGroup& draft, const SaguaroSettings& settings);
 
   void start(const StartMessage& m);
-  // Answers an outcome: cache hits at once, misses through the fallback.
-  SpeculationMessage respond(const OutcomeMessage& outcome);
+  // Answers an outcome: cache hits at once, misses through the fallback. Reports the cache
+  // this outcome was looked up in and the fallback's time in `telemetry` (its other fields
+  // are left alone).
+  SpeculationMessage respond(const OutcomeMessage& outcome, DraftTelemetry& telemetry);
   // Builds the cache for the next round; polls `link` between steps only to time the
   // verification window (the outcome is received by the caller afterwards).
   void build_cache(PeerLink& link, double speculation_sent_at);
@@ -107,8 +109,9 @@ class SaguaroDrafter {
   void take_branch(Row& row, int r, int committed_before, Branch& branch, SequenceSpeculation& out);
   // Cache misses: the whole batch waits for them, so Theorem 17 picks the speculator at the
   // batch's size (batch_live_).
-  void fall_back(const std::vector<int>& misses, const std::vector<int>& slots,
-                 SpeculationMessage& spec);
+  // Returns the seconds it took.
+  double fall_back(const std::vector<int>& misses, const std::vector<int>& slots,
+                   SpeculationMessage& spec);
   // Drafts K tokens just in time for `rows` (primary fallback and the first round).
   void draft_primary(const std::vector<int>& rows, SpeculationMessage& spec,
                      const std::vector<int>& slots);

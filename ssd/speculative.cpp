@@ -58,12 +58,13 @@ OutcomeMessage outcome_message(const SequenceBatch& batch, const std::vector<Spe
 // Takes in what a speculation reports about last round (cache hits, synthetic bonus tokens the
 // draft has named); returns the sequences it drafted for.
 std::vector<const SequenceSpeculation*> take_speculation(const SpeculationMessage& spec,
+                                                         const DraftTelemetry& draft,
                                                          SequenceBatch& batch,
                                                          std::vector<SpeculationRow>& rows,
                                                          Recorder& recorder) {
   std::vector<const SequenceSpeculation*> drafted;
   for (const SequenceSpeculation& sp : spec.sequences) {
-    recorder.cache_report(sp, spec);
+    recorder.cache_report(sp, draft);
     SpeculationRow& row = rows[size_t(sp.row)];
     if (row.pending_index >= 0) {
       batch.replace(sp.row, row.pending_index, sp.resolved_bonus);
@@ -151,7 +152,7 @@ void decode_group_speculative(ModelGroup& target, DraftEndpoint& draft, Sequence
     t.start = global_now();
     ExchangeTiming exchange;
     const SpeculationMessage spec = draft.exchange(outcome, exchange);
-    const auto drafted = take_speculation(spec, batch, rows, recorder);
+    const auto drafted = take_speculation(spec, exchange.draft, batch, rows, recorder);
     if (drafted.empty()) continue;  // only finished sequences' bonuses were resolved
     t.verify_start = global_now();
     verify(target, batch, drafted, logits);
@@ -167,7 +168,7 @@ void decode_group_speculative(ModelGroup& target, DraftEndpoint& draft, Sequence
     }
     t.end = global_now();
     busy_s = t.end - t.verify_start;
-    recorder.round(batch, round, s.lookahead, verdicts, t, exchange, spec.fallback_s);
+    recorder.round(batch, round, s.lookahead, verdicts, t, exchange);
   }
 }
 

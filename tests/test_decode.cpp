@@ -30,10 +30,10 @@ class InProcessSaguaro final : public DraftEndpoint {
   void start(const StartMessage& m) override { drafter_.start(m); }
   SpeculationMessage exchange(const OutcomeMessage& m, ExchangeTiming& timing) override {
     timing = ExchangeTiming{};
-    timing.draft_start_s = global_now();
-    SpeculationMessage spec = drafter_.respond(m);
-    timing.draft_end_s = global_now();
-    timing.draft_s = timing.draft_end_s - timing.draft_start_s;
+    timing.draft.draft_start_s = global_now();
+    SpeculationMessage spec = drafter_.respond(m, timing.draft);
+    timing.draft.draft_end_s = global_now();
+    timing.draft_s = timing.draft.draft_end_s - timing.draft.draft_start_s;
     drafter_.build_cache(link_, global_now());
     return spec;
   }

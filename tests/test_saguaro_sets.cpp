@@ -51,7 +51,8 @@ Drive drive(SaguaroDrafter& drafter, SaguaroTrace& trace, int K, int vocab, int 
   for (int row = 0; row < 2; ++row) outcome.sequences.push_back({row, 0, 7, ++length[row], 0, 0});
   Drive d;
   for (int round = 0; round < rounds; ++round) {
-    const SpeculationMessage spec = drafter.respond(outcome);
+    DraftTelemetry telemetry;
+    const SpeculationMessage spec = drafter.respond(outcome, telemetry);
     for (const SequenceSpeculation& s : spec.sequences) d.hits += s.cache_hit ? 1 : 0;
     const size_t first_cached = trace.cached.size();
     drafter.build_cache(link, global_now());

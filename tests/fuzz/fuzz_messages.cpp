@@ -33,12 +33,13 @@ void write_seeds(const std::string& dir) {
   ssd::OutcomeMessage outcome;
   outcome.round = 3;
   outcome.sequences = {{0, 2, 17, 9, 0, 0}, {1, 4, -1, 12, 3, 1}};
-  ssd::SpeculationMessage spec;
-  spec.vocab = 8;
-  spec.sequences.resize(1);
-  spec.sequences[0].tokens = {1, 2, 3, 4};
-  spec.sequences[0].fanout = {2, 1, 1, 1, 0};
-  spec.sequences[0].probs.assign(32, 0.125f);
+  ssd::TimedSpeculation spec;
+  spec.speculation.vocab = 8;
+  spec.speculation.sequences.resize(1);
+  spec.speculation.sequences[0].tokens = {1, 2, 3, 4};
+  spec.speculation.sequences[0].fanout = {2, 1, 1, 1, 0};
+  spec.speculation.sequences[0].probs.assign(32, 0.125f);
+  spec.telemetry.budget = 6;
   const std::vector<std::pair<uint8_t, std::vector<uint8_t>>> seeds = {
       {0, ssd::encode(start)}, {1, ssd::encode(outcome)}, {2, ssd::encode(spec)}};
   for (const auto& [type, bytes] : seeds) {
@@ -69,7 +70,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       round_trip<ssd::OutcomeMessage>(bytes);
       break;
     default:
-      round_trip<ssd::SpeculationMessage>(bytes);
+      round_trip<ssd::TimedSpeculation>(bytes);
       break;
   }
   return 0;

@@ -360,8 +360,8 @@ class Characterize(unittest.TestCase):
         runs, errors = io.load_runs([path])
         self.assertEqual(errors, [])
         char = runs[0]
-        eb = figures_detail._element_bytes(char)
-        steps = figures_detail._target_row_steps(char, eb)
+        eb = figures_detail.element_bytes(char)
+        steps = figures_detail.target_row_steps(char, eb)
         curve = sorted({b, b * (K + 1)} | {b * m for m in (2, 3, 4, 8, 16, 2 * (K + 1),
                                                            4 * (K + 1))})
         self.assertEqual([r for r, _, _ in steps], curve)

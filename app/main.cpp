@@ -14,8 +14,8 @@
 #include "harness/run.h"
 #include "harness/run_info.h"
 #include "harness/stop_signals.h"
+#include "kernels/errors.h"
 #include "model/checkpoint.h"
-#include "model/errors.h"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include "harness/backend_select.h"
 #include "harness/launch.h"
 #include "harness/plan.h"
-#include "model/errors.h"
+#include "kernels/errors.h"
 
 namespace ssd {
 

@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "model/errors.h"
+#include "kernels/errors.h"
 
 namespace ssd {
 

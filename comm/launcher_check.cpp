@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <stdexcept>
 
-#include "model/errors.h"
+#include "kernels/errors.h"
 
 namespace ssd {
 namespace {

@@ -1,6 +1,6 @@
 #include "comm/rank_layout.h"
 
-#include "model/errors.h"
+#include "kernels/errors.h"
 
 namespace ssd {
 

@@ -12,7 +12,7 @@
 
 #include "comm/mpi_all_reduce.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "model/errors.h"
+#include "kernels/errors.h"
 
 #if defined(SSD_HAVE_CUDA)
 #include "kernels/cuda/cuda_backend.h"

@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "harness/stop_signals.h"
-#include "model/errors.h"
+#include "kernels/errors.h"
 
 namespace ssd {
 namespace {

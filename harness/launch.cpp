@@ -6,7 +6,7 @@
 
 #include "comm/clock.h"
 #include "harness/plan.h"
-#include "model/errors.h"
+#include "kernels/errors.h"
 
 namespace ssd {
 

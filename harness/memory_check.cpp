@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "harness/run_info.h"
-#include "model/errors.h"
+#include "kernels/errors.h"
 
 namespace ssd {
 namespace {

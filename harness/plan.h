@@ -8,7 +8,7 @@
 
 #include "comm/rank_layout.h"
 #include "harness/cli.h"
-#include "model/errors.h"
+#include "kernels/errors.h"
 #include "ssd/decode.h"
 #include "ssd/saguaro_drafter.h"
 

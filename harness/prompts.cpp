@@ -3,7 +3,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "model/errors.h"
+#include "kernels/errors.h"
 #include "ssd/sampling.h"
 
 namespace ssd {

@@ -27,7 +27,7 @@
 #include "harness/result_writer.h"
 #include "harness/run_info.h"
 #include "harness/summary.h"
-#include "model/errors.h"
+#include "kernels/errors.h"
 #include "model/model.h"
 #include "ssd/decode.h"
 

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "model/errors.h"
+#include "kernels/errors.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 

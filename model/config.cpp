@@ -6,7 +6,7 @@
 #include <limits>
 #include <numbers>
 
-#include "model/errors.h"
+#include "kernels/errors.h"
 
 namespace ssd {
 

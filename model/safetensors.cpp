@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "model/errors.h"
+#include "kernels/errors.h"
 
 namespace ssd {
 

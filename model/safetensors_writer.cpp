@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "model/errors.h"
+#include "kernels/errors.h"
 #include "model/safetensors.h"
 
 namespace ssd {

@@ -5,8 +5,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "kernels/errors.h"
 #include "model/counter_rng.h"
-#include "model/errors.h"
 #include "model/presets.h"
 #include "model/safetensors.h"
 #include "model/weights.h"

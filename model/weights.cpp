@@ -1,6 +1,6 @@
 #include "model/weights.h"
 
-#include "model/errors.h"
+#include "kernels/errors.h"
 
 namespace ssd {
 

@@ -5,7 +5,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "model/errors.h"
+#include "kernels/errors.h"
 
 namespace ssd {
 namespace {

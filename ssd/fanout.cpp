@@ -6,7 +6,7 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "model/errors.h"
+#include "kernels/errors.h"
 
 namespace ssd {
 namespace {

@@ -4,8 +4,8 @@
 #include <fstream>
 #include <functional>
 
+#include "kernels/errors.h"
 #include "model/config.h"
-#include "model/errors.h"
 #include "model/presets.h"
 #include "tests/test_support.h"
 

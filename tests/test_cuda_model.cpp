@@ -26,7 +26,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/cuda_device.h"
 #include "kernels/cuda/sampling_kernels.h"
-#include "model/errors.h"
+#include "kernels/errors.h"
 #include "model/model.h"
 #include "model/weights.h"
 #if defined(SSD_HAVE_NCCL)

@@ -33,7 +33,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_device.h"
-#include "model/errors.h"
+#include "kernels/errors.h"
 #include "model/model.h"
 #include "model/weights.h"
 #if defined(SSD_HAVE_NCCL)

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "model/errors.h"
+#include "kernels/errors.h"
 #include "ssd/backup_speculator.h"
 #include "ssd/fallback.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "model/errors.h"
+#include "kernels/errors.h"
 #include "ssd/fanout.h"
 
 namespace ssd {

@@ -14,7 +14,7 @@
 
 #include "harness/hdf5_writer.h"
 #include "harness/stop_signals.h"
-#include "model/errors.h"
+#include "kernels/errors.h"
 #include "tests/test_support.h"
 
 namespace ssd {

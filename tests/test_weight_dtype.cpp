@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/errors.h"
 #include "model/checkpoint.h"
-#include "model/errors.h"
 #include "model/model.h"
 #include "model/weights.h"
 #include "ssd/sampling.h"

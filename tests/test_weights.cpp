@@ -7,8 +7,8 @@
 #include <map>
 #include <memory>
 
+#include "kernels/errors.h"
 #include "model/checkpoint.h"
-#include "model/errors.h"
 #include "model/presets.h"
 #include "model/safetensors.h"
 #include "model/weights.h"

@@ -2,8 +2,8 @@
 // usable, or throws InputError.
 #include <cstdlib>
 
+#include "kernels/errors.h"
 #include "model/config.h"
-#include "model/errors.h"
 #include "model/presets.h"
 #include "tests/fuzz/fuzz_common.h"
 

@@ -1,6 +1,6 @@
 // A prompts JSONL of arbitrary bytes: prompts of valid token ids, or InputError.
 #include "harness/prompts.h"
-#include "model/errors.h"
+#include "kernels/errors.h"
 #include "tests/fuzz/fuzz_common.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

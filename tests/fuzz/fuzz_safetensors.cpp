@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "model/errors.h"
+#include "kernels/errors.h"
 #include "model/safetensors.h"
 #include "tests/fuzz/fuzz_common.h"
 

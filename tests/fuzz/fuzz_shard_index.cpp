@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "model/errors.h"
+#include "kernels/errors.h"
 #include "model/safetensors.h"
 #include "tests/fuzz/fuzz_common.h"
 

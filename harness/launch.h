@@ -14,7 +14,7 @@
 #include "comm/rank_layout.h"
 #include "harness/backend_select.h"
 #include "harness/cli.h"
-#include "harness/report.h"
+#include "harness/model_summary.h"
 #include "harness/run_info.h"
 #include "model/model.h"
 #include "model/weights.h"

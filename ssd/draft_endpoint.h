@@ -76,6 +76,8 @@ class RemoteDraft final : public DraftEndpoint {
 
  private:
   int ranks() const { return int(links_.size()); }
+  // Sends each draft rank its rows of the outcome; returns the ranks that got any.
+  std::vector<int> send_outcome(const OutcomeMessage& m);
   std::vector<PeerLink*> links_;
   std::vector<bool> in_group_;  // ranks given sequences in the current batch group
   int rows_ = 0;

@@ -27,8 +27,7 @@ void RemoteDraft::start(const StartMessage& m) {
   }
 }
 
-SpeculationMessage RemoteDraft::exchange(const OutcomeMessage& m, ExchangeTiming& t) {
-  t = ExchangeTiming{};
+std::vector<int> RemoteDraft::send_outcome(const OutcomeMessage& m) {
   const int D = ranks();
   std::vector<OutcomeMessage> parts(links_.size());
   for (OutcomeMessage& part : parts) {
@@ -40,13 +39,20 @@ SpeculationMessage RemoteDraft::exchange(const OutcomeMessage& m, ExchangeTiming
     o.row /= D;
     parts[size_t(d)].sequences.push_back(o);
   }
-  const double begin = global_now();
   std::vector<int> serving;
   for (int d = 0; d < D; ++d) {
     if (parts[size_t(d)].sequences.empty()) continue;  // its sequences have all finished
     links_[size_t(d)]->send(MessageTag::Outcome, parts[size_t(d)]);
     serving.push_back(d);
   }
+  return serving;
+}
+
+SpeculationMessage RemoteDraft::exchange(const OutcomeMessage& m, ExchangeTiming& t) {
+  t = ExchangeTiming{};
+  const int D = ranks();
+  const double begin = global_now();
+  const std::vector<int> serving = send_outcome(m);
   SpeculationMessage merged;
   merged.round = m.round;
   t.row_draft_rank.assign(size_t(rows_), -1);

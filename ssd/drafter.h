@@ -66,6 +66,7 @@ class Drafter {
   int32_t draw(Sequence& s, const std::vector<float>& probs) const;
   uint64_t seed() const { return seed_; }
   double temperature() const { return temperature_; }
+  int lookahead() const { return lookahead_; }  // K of the current group
   bool target_samples() const { return target_temperature_ > 0.0; }
 
  private:

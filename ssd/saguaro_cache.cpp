@@ -16,7 +16,7 @@ int SaguaroDrafter::current_budget() const {
 
 void SaguaroDrafter::choose_auto_budget(int rows, int batch) {
   if (s_.budget > 0) return;
-  const int K = lookahead_;
+  const int K = primary_.lookahead();
   // Until a verification and two branch steps have been timed there is nothing to predict
   // from: one guess per position, cheap, and a first point for the step-cost fit.
   if (step_cost_.samples() < 2 || meter_.verify_s() <= 0) {
@@ -54,7 +54,7 @@ void SaguaroDrafter::glue(const std::vector<int>& rows) {
   // Puts every token not yet in the cache (the bonus after a backup round, and the tail of the
   // speculation) into the committed and speculation slots, and computes the candidate lists
   // still missing: the "extend" step of Appendix B.1.
-  const int K = lookahead_;
+  const int K = primary_.lookahead();
   ForwardBatch batch;
   std::vector<std::pair<int, int>> wanted;  // (row, list index) per logit row
   for (int r : rows) {
@@ -83,7 +83,7 @@ void SaguaroDrafter::glue(const std::vector<int>& rows) {
 
 std::vector<SaguaroDrafter::BranchRef> SaguaroDrafter::prepare_branches(
     const std::vector<int>& rows) {
-  const int K = lookahead_;
+  const int K = primary_.lookahead();
   std::vector<BranchRef> refs;
   for (int r : rows) {
     const Sequence& seq = primary_.sequence(r);
@@ -125,7 +125,7 @@ std::vector<SaguaroDrafter::BranchRef> SaguaroDrafter::prepare_branches(
 
 void SaguaroDrafter::draft_branches(const std::vector<BranchRef>& refs,
                                     const std::function<void()>& poll) {
-  const int K = lookahead_;
+  const int K = primary_.lookahead();
   // K batched steps over every branch: step j feeds the branch's j-th token (t, then b_1..)
   // and samples the next, each branch seeing the prefix, s_1..s_k and its own path.
   for (int step = 0; step < K && !refs.empty(); ++step) {

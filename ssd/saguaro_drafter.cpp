@@ -38,8 +38,7 @@ SaguaroDrafter::SaguaroDrafter(ModelGroup& draft, const SaguaroSettings& setting
       policy_(settings.fallback) {}
 
 void SaguaroDrafter::start(const StartMessage& m) {
-  lookahead_ = m.lookahead;
-  const int K = lookahead_;
+  const int K = m.lookahead;
   // One guess per position until there is a prediction; later repetitions keep what the
   // earlier ones learned.
   if (auto_budget_ < 0) auto_budget_ = K + 1;
@@ -57,7 +56,8 @@ std::vector<int32_t> SaguaroDrafter::shape_for(SpeculationSource source) const {
   const FanoutSpec& spec = backup ? s_.backup_fanout : s_.fanout;
   const FanoutLaw law = (backup ? backup_stats_ : primary_stats_).law(s_.alpha, s_.r);
   const int budget = spec.budget > 0 ? spec.budget : current_budget();
-  std::vector<int> shape = resolve_fanout(spec, lookahead_, budget, law.acceptance, law.r);
+  std::vector<int> shape =
+      resolve_fanout(spec, primary_.lookahead(), budget, law.acceptance, law.r);
   return std::vector<int32_t>(shape.begin(), shape.end());
 }
 
@@ -100,7 +100,7 @@ void SaguaroDrafter::draft_primary(const std::vector<int>& rows, SpeculationMess
 
 void SaguaroDrafter::draft_backup(const std::vector<int>& rows, SpeculationMessage& spec,
                                   const std::vector<int>& slots) {
-  const int K = lookahead_;
+  const int K = primary_.lookahead();
   const bool want_probs = primary_.target_samples();
   for (size_t i = 0; i < rows.size(); ++i) {
     Sequence& seq = primary_.sequence(rows[i]);
@@ -125,7 +125,7 @@ void SaguaroDrafter::draft_backup(const std::vector<int>& rows, SpeculationMessa
 
 int32_t SaguaroDrafter::commit_outcome(Row& row, const SequenceOutcome& o,
                                        SequenceSpeculation& out) {
-  const int K = lookahead_;
+  const int K = primary_.lookahead();
   Sequence& seq = primary_.sequence(o.row);
   // s_{k+1} is never the bonus after its own rejection: the ranks skip it.
   const int32_t excluded =
@@ -152,7 +152,7 @@ int32_t SaguaroDrafter::commit_outcome(Row& row, const SequenceOutcome& o,
 
 void SaguaroDrafter::take_branch(Row& row, int r, int committed_before, Branch& branch,
                                  SequenceSpeculation& out) {
-  const int K = lookahead_;
+  const int K = primary_.lookahead();
   const int accepted = branch.k;
   Sequence& seq = primary_.sequence(r);
   // Move t, b_1 .. b_{K-1} from their scratch slots behind the accepted prefix.

@@ -157,7 +157,6 @@ class SaguaroDrafter {
   StepCostFit step_cost_;
   FallbackPolicy policy_;
   double glue_s_ = 0.0;
-  int lookahead_ = 0;     // K, from the start message as SD's drafter takes it
   int auto_budget_ = -1;  // < 0 until the first start
   // The last cache build, reported with the next speculation.
   double last_build_s_ = 0.0;

@@ -42,13 +42,14 @@ int dispatch(const ssd::Cli& cli, int world_size) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ssd::install_stop_handlers(ssd::launcher_rank());  // before MPI_Init: see stop_signals.h
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
   int rank = 0, world_size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  ssd::process_cpus();  // the launcher's binding, before any thread pool narrows it
-  ssd::install_stop_handlers(rank);
+  ssd::process_cpus();               // the launcher's binding, before any thread pool narrows it
+  ssd::install_stop_handlers(rank);  // again: MPI_Init may have set its own
 
   // Errors every rank meets together (the command line, set-up checks run collectively) let
   // every rank exit cleanly with rank 0 speaking; an error on some ranks only, or in the

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 
 namespace ssd {
@@ -30,6 +31,18 @@ extern "C" void on_stop_signal(int sig) {
 }
 
 }  // namespace
+
+int launcher_rank() {
+  // Open MPI's mpirun, PMIx launchers (srun --mpi=pmix), Slurm itself, and MPICH-style PMI.
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "PMI_RANK"}) {
+    const char* value = std::getenv(name);
+    if (value == nullptr || *value == '\0') continue;
+    char* end = nullptr;
+    const long rank = std::strtol(value, &end, 10);
+    if (*end == '\0' && rank >= 0 && rank < (1L << 24)) return static_cast<int>(rank);
+  }
+  return 0;
+}
 
 void install_stop_handlers(int world_rank) {
   g_world_rank = world_rank;

@@ -11,6 +11,13 @@ namespace ssd {
 
 void install_stop_handlers(int world_rank);
 
+// The world rank the launcher gave this process, from its environment (0 when launched
+// plainly). main installs the handlers with it before MPI_Init: Slurm's early TERM can arrive
+// a second into a job, while MPI_Init (PMIx wire-up) is still running, and would otherwise
+// kill the rank by the default action, with no line and no clean-up (seen in CI: a 1-minute
+// job cancelled 1 s after it started). MPI_Comm_rank's rank replaces it afterwards.
+int launcher_rank();
+
 // The run is over (finished, or ending on an error it has reported): a signal from now on is
 // the launcher tearing the job down after some rank exited non-zero, not a stop request, and
 // must not add a line of its own. The partial file is still removed.

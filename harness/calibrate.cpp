@@ -95,7 +95,7 @@ void fit_draft(const DraftSteps& d, LookaheadCosts& costs) {
 LookaheadCosts measure_lookahead_costs(const RunPlan& plan, Launch& launch, int context,
                                        int max_k) {
   const RankLayout& layout = launch.layout;
-  const int batch = std::max(1, plan.flags.batch_size);
+  const int batch = std::max(1, plan.decode.batch_size);
   // With several draft ranks each serves its share of the batch.
   const int draft_batch =
       (batch + std::max(1, layout.draft_ranks) - 1) / std::max(1, layout.draft_ranks);
@@ -158,7 +158,7 @@ std::string describe_costs(const LookaheadCosts& costs) {
   return text + item;
 }
 
-std::string choose_lookahead(RunPlan& plan, Launch& launch, int context, int max_k) {
+AutoLookahead choose_lookahead(const RunPlan& plan, Launch& launch, int context, int max_k) {
   const double start = now_seconds();
   const LookaheadCosts costs = measure_lookahead_costs(plan, launch, context, max_k);
   const double seconds = now_seconds() - start;
@@ -175,17 +175,16 @@ std::string choose_lookahead(RunPlan& plan, Launch& launch, int context, int max
   prior.fallback = plan.saguaro.fallback;
   // Every rank computes the same choice from the same broadcast numbers.
   const LookaheadChoice choice =
-      plan.mode() == Mode::SSD
+      plan.mode == Mode::SSD
           ? choose_ssd_lookahead(costs, prior, plan.saguaro.budget, kMaxAutoBudget)
           : choose_sd_lookahead(costs, prior);
   char head[160];
   std::snprintf(head, sizeof head,
                 "auto: K = %d of the predicted rates at acceptance %.2f%s: ", choice.lookahead,
                 prior.acceptance, plan.saguaro.alpha >= 0 || outcomes.synthetic ? "" : " (prior)");
-  set_lookahead(plan, choice.lookahead, head + describe_choice(choice));
   char took[64];
   std::snprintf(took, sizeof took, " (context %d, measured in %.1f s)", context, seconds);
-  return describe_costs(costs) + took;
+  return {choice.lookahead, head + describe_choice(choice), describe_costs(costs) + took};
 }
 
 }  // namespace ssd

@@ -25,9 +25,15 @@ LookaheadCosts measure_lookahead_costs(const RunPlan& plan, Launch& launch, int 
 // The costs in milliseconds, one line: "verify b(K+1) rows: 1: 95.1, 2: ...; draft step ...".
 std::string describe_costs(const LookaheadCosts& costs);
 
+// -k auto's K, how it was chosen (the predictions) and what from (the costs), for the run's
+// setup (harness/plan.h): the header and /config show both.
+struct AutoLookahead {
+  int lookahead = 0;
+  std::string choice, costs;
+};
+
 // -k auto, whole: measures, chooses K with the plan's acceptance prior (--fanout-alpha, the
-// synthetic outcomes' alpha, else 0.8) and sets it in the plan (set_lookahead) on every rank.
-// Returns the costs' and predictions' description for the header.
-std::string choose_lookahead(RunPlan& plan, Launch& launch, int context, int max_k);
+// synthetic outcomes' alpha, else 0.8). Every rank returns the same choice.
+AutoLookahead choose_lookahead(const RunPlan& plan, Launch& launch, int context, int max_k);
 
 }  // namespace ssd

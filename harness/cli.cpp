@@ -124,7 +124,7 @@ void add_decoding_flags(CLI::App& app, RunConfig& c) {
       ->group(decoding)
       ->check(at_least(0))
       ->capture_default_str();
-  app.add_option("-k,--lookahead", c.lookahead_flag,
+  app.add_option("-k,--lookahead", c.lookahead,
                  "Draft tokens per speculation round (K), or auto: the K of highest predicted "
                  "rate from step costs measured on this launch before decoding (default: auto "
                  "for ssd, 4 for sd)")
@@ -236,11 +236,11 @@ void add_output_flags(CLI::App& app, RunConfig& c) {
   const std::string output = "Output";
   app.add_option("-o,--out", c.out, "HDF5 result file")->group(output);
   app.add_flag("--overwrite", c.overwrite, "Replace an existing result file")->group(output);
-  app.add_option("--output-format", c.output_format,
-                 "Console format: text (aligned rows), csv or jsonl (machine-readable rows)")
-      ->group(output)
-      ->check(CLI::IsMember({"text", "csv", "jsonl"}))
-      ->capture_default_str();
+  add_choice(
+      app, "--output-format", c.output_format,
+      {{"text", OutputFormat::Text}, {"csv", OutputFormat::Csv}, {"jsonl", OutputFormat::Jsonl}},
+      "Console format: text (aligned rows), csv or jsonl (machine-readable rows)")
+      ->group(output);
   app.add_option("--progress", c.progress,
                  "Seconds between '# progress' lines (tokens, elapsed, ETA); 0 = none")
       ->group(output)
@@ -370,8 +370,6 @@ Cli parse_cli(int argc, const char* const* argv) {
     cli.command = Command::Characterize;
   } else {
     cli.command = Command::Run;
-    if (cli.run.num_prompts == 0 && cli.run.prompts_file.empty())
-      cli.run.num_prompts = cli.run.batch_size;
     if (cli.run.num_prompts != 0 && !cli.run.prompts_file.empty())
       throw CliExit{2, "--num-prompts: not allowed together with --prompts FILE"};
   }

@@ -13,6 +13,9 @@ namespace ssd {
 // --mode: autoregressive, speculative (SD), speculative speculative (SSD, SAGUARO).
 enum class Mode { AR, SD, SSD };
 const char* mode_name(Mode mode);  // "ar", "sd", "ssd"
+// --output-format: aligned text rows, or machine-readable CSV or JSON lines.
+enum class OutputFormat { Text, Csv, Jsonl };
+const char* output_format_name(OutputFormat format);  // "text", "csv", "jsonl"
 // --draft-placement: where the draft runs; Auto is resolved by the run plan (Separate when a
 // draft rank was launched), None for AR.
 enum class DraftPlacement { Auto, Collocated, Separate, None };
@@ -54,13 +57,9 @@ struct RunConfig : SetupConfig {
   int max_new_tokens = 128;
   double temperature = 0.0;
   double draft_temperature = -1.0;  // < 0: same as temperature
-  int lookahead = 4;                // K (with lookahead_auto: the largest K calibration weighs)
-  // -k auto (SSD's default): K chosen from step costs measured before decoding (harness/
-  // calibrate.h). lookahead_flag is the flag as given ("" = the mode's default).
-  std::string lookahead_flag;
-  bool lookahead_auto = false;
-  std::string lookahead_choice = "given";  // how K came about, for the header and /config
-  std::string lookahead_costs = "none";    // -k auto: the step costs it was chosen from
+  // -k as given: K, or auto (K chosen from step costs measured before decoding, harness/
+  // calibrate.h); "" = the mode's default (auto for SSD, 4 for SD).
+  std::string lookahead;
   uint64_t seed = 0;
   bool ignore_eos = false;
   // SSD / SAGUARO
@@ -75,7 +74,7 @@ struct RunConfig : SetupConfig {
   std::string outcomes = "real";  // real | synthetic:alpha=A,r=R
   // Prompts
   std::string prompts_file;  // JSONL, {"ids": [...]} per line; empty = random prompts
-  int num_prompts = 0;       // 0 = one batch
+  int num_prompts = 0;       // random prompts; 0 = one batch
   int prompt_len = 32;
   // Repetitions
   int warmup = 1;
@@ -83,7 +82,7 @@ struct RunConfig : SetupConfig {
   // Output
   std::string out;  // HDF5 file; empty = none
   bool overwrite = false;
-  std::string output_format = "text";
+  OutputFormat output_format = OutputFormat::Text;
   bool show_tokens = false;
   double progress = 10.0;  // seconds between progress lines; 0 = none
 };
@@ -134,9 +133,5 @@ struct CliExit {
 };
 
 Cli parse_cli(int argc, const char* const* argv);
-
-// Every resolved setting of a run as "name = value" pairs, in the order they are printed and
-// stored (console header and HDF5 attributes).
-std::vector<std::pair<std::string, std::string>> describe(const RunConfig& config);
 
 }  // namespace ssd

@@ -1,8 +1,8 @@
-// A run's settings by name: the enums' names (the flags' values) and describe(), the list the
-// console header prints and the HDF5 file stores under /config.
+// A run's settings by name: the enums' names (the flags' values) and describe_flags(), the list
+// the console header prints and the HDF5 file stores under /config.
 #include <sstream>
 
-#include "harness/cli.h"
+#include "harness/plan.h"
 
 namespace ssd {
 
@@ -16,6 +16,18 @@ const char* mode_name(Mode mode) {
       break;
   }
   return "ar";
+}
+
+const char* output_format_name(OutputFormat format) {
+  switch (format) {
+    case OutputFormat::Csv:
+      return "csv";
+    case OutputFormat::Jsonl:
+      return "jsonl";
+    case OutputFormat::Text:
+      break;
+  }
+  return "text";
 }
 
 const char* placement_name(DraftPlacement placement) {
@@ -32,7 +44,7 @@ const char* placement_name(DraftPlacement placement) {
   return "auto";
 }
 
-std::vector<std::pair<std::string, std::string>> describe(const RunConfig& c) {
+Settings describe_flags(const RunConfig& c, const RunPlan& plan) {
   auto str = [](auto v) {
     std::ostringstream s;
     s << v;
@@ -44,12 +56,12 @@ std::vector<std::pair<std::string, std::string>> describe(const RunConfig& c) {
       {"draft", c.draft.empty() ? "none" : c.draft},
       {"weight_seed", str(c.weight_seed)},
       {"target_tp", str(c.target_tp)},
-      {"draft_ranks", str(c.draft_ranks)},
-      {"draft_placement", placement_name(c.draft_placement)},
-      {"lookahead", str(c.lookahead)},
-      {"lookahead_choice", c.lookahead_choice},
-      {"lookahead_costs", c.lookahead_costs},
-      {"draft_temperature", str(c.draft_temperature)},
+      {"draft_ranks", str(plan.launch.draft_ranks)},
+      {"draft_placement", placement_name(plan.placement)},
+      {"lookahead", str(plan.decode.lookahead)},
+      {"lookahead_choice", plan.lookahead_choice},
+      {"lookahead_costs", "none"},
+      {"draft_temperature", str(plan.draft_temperature)},
       {"fanout", c.fanout},
       {"fanout_backup", c.fanout_backup.empty() ? c.fanout : c.fanout_backup},
       {"fanout_alpha", c.fanout_alpha},
@@ -65,12 +77,12 @@ std::vector<std::pair<std::string, std::string>> describe(const RunConfig& c) {
       {"seed", str(c.seed)},
       {"ignore_eos", c.ignore_eos ? "true" : "false"},
       {"prompts", c.prompts_file.empty() ? "random" : c.prompts_file},
-      {"num_prompts", str(c.num_prompts)},
+      {"num_prompts", str(c.prompts_file.empty() ? plan.prompts.count : 0)},
       {"prompt_len", str(c.prompt_len)},
       {"warmup", str(c.warmup)},
       {"reps", str(c.reps)},
       {"backend", c.backend},
-      {"threads", str(c.threads)},
+      {"threads", str(plan.launch.threads)},
       {"gemm", c.gemm},
       {"weight_dtype", c.weight_dtype},
       {"compute", c.compute},

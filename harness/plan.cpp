@@ -146,7 +146,7 @@ OutcomeModel outcome_model(const RunConfig& c) {
 }
 
 // The SSD flags, validated.
-SaguaroSettings saguaro_settings(const RunConfig& c) {
+SaguaroSettings saguaro_settings(const RunConfig& c, int lookahead) {
   SaguaroSettings s;
   s.draft_temperature = c.draft_temperature;
   s.seed = c.seed;
@@ -155,10 +155,10 @@ SaguaroSettings saguaro_settings(const RunConfig& c) {
     return parse_fanout(c.fanout_backup);
   });
   for (const FanoutSpec* f : {&s.fanout, &s.backup_fanout})
-    if (f->kind == FanoutSpec::Kind::List && int(f->list.size()) != c.lookahead + 1)
+    if (f->kind == FanoutSpec::Kind::List && int(f->list.size()) != lookahead + 1)
       throw InputError(std::string(f == &s.fanout ? "--fanout" : "--fanout-backup") +
-                       ": list needs K+1 = " + std::to_string(c.lookahead + 1) +
-                       " entries for --lookahead " + std::to_string(c.lookahead));
+                       ": list needs K+1 = " + std::to_string(lookahead + 1) +
+                       " entries for --lookahead " + std::to_string(lookahead));
   s.alpha = auto_or_number("--fanout-alpha", c.fanout_alpha, 1.0);
   s.r = auto_or_number("--fanout-r", c.fanout_r, 100.0);
   const double budget = auto_or_number("--budget", c.budget, 4096.0);
@@ -191,52 +191,91 @@ int resolve_draft_ranks(int target_tp, int draft_ranks) {
   return draft_ranks;
 }
 
+namespace {
+
 // -k: a number, or auto (SSD's default): K is chosen once the models have loaded
 // (harness/calibrate.h), among 1..kMaxAutoLookahead, and until then the plan's checks (memory,
 // context length) reserve room for the largest. A --fanout list fixes K (its entries are K + 1).
-void resolve_lookahead(RunConfig& c) {
-  const std::string& flag = c.lookahead_flag;
-  if (!flag.empty() && flag != "auto") c.lookahead = std::stoi(flag);  // checked by the CLI
-  c.lookahead_auto =
+void plan_lookahead(const RunConfig& c, RunPlan& plan) {
+  const std::string& flag = c.lookahead;
+  plan.decode.lookahead = 4;
+  plan.lookahead_choice = "given";
+  if (!flag.empty() && flag != "auto") plan.decode.lookahead = std::stoi(flag);  // CLI-checked
+  plan.lookahead_auto =
       c.mode != Mode::AR && (flag == "auto" || (flag.empty() && c.mode == Mode::SSD));
-  if (!c.lookahead_auto) return;
+  if (!plan.lookahead_auto) return;
   if (c.mode == Mode::SSD) {
     const FanoutSpec f = with_flag("--fanout", [&] { return parse_fanout(c.fanout); });
     if (f.kind == FanoutSpec::Kind::List) {
-      c.lookahead_auto = false;
-      c.lookahead = int(f.list.size()) - 1;
-      c.lookahead_choice = "the --fanout list's length";
-      if (c.lookahead < 1) throw InputError("--fanout: a list needs K + 1 >= 2 entries");
+      plan.lookahead_auto = false;
+      plan.decode.lookahead = int(f.list.size()) - 1;
+      plan.lookahead_choice = "the --fanout list's length";
+      if (plan.decode.lookahead < 1) throw InputError("--fanout: a list needs K + 1 >= 2 entries");
       return;
     }
   }
-  c.lookahead = kMaxAutoLookahead;
-  c.lookahead_choice = "auto";
+  plan.decode.lookahead = kMaxAutoLookahead;
+  plan.lookahead_choice = "auto";
 }
 
+}  // namespace
+
+Settings describe_flags(const RunConfig& flags, const RunPlan& plan);  // harness/describe.cpp
+
 RunPlan make_run_plan(const RunConfig& flags) {
-  RunPlan plan;
-  plan.flags = flags;
-  RunConfig& c = plan.flags;
+  RunConfig c = flags;
   resolve_ranks(c);
-  resolve_lookahead(c);
+  if (c.threads == 0) c.threads = default_threads_per_rank();
+  RunPlan plan;
+  plan.mode = c.mode;
+  plan.placement = c.draft_placement;
+  plan.launch = launch_spec(c, plan.separate_draft());
+  plan.prompts = {c.prompts_file, c.num_prompts ? c.num_prompts : c.batch_size, c.prompt_len,
+                  c.seed};
+  plan.warmup = c.warmup;
+  plan.reps = c.reps;
+  plan.output = {c.out, c.overwrite, c.output_format, c.show_tokens, c.progress};
+  plan.draft_temperature = c.draft_temperature;
+  plan_lookahead(c, plan);
   plan.decode.limits = {c.max_new_tokens, c.ignore_eos, c.temperature, c.seed};
   plan.decode.batch_size = c.batch_size;
-  plan.decode.lookahead = c.lookahead;
   plan.decode.outcomes = outcome_model(c);
-  if (c.mode == Mode::SSD) plan.saguaro = saguaro_settings(c);
-  if (c.threads == 0) c.threads = default_threads_per_rank();
+  if (c.mode == Mode::SSD) plan.saguaro = saguaro_settings(c, plan.decode.lookahead);
+  plan.settings = describe_flags(c, plan);
   return plan;
 }
 
-void set_lookahead(RunPlan& plan, int lookahead, const std::string& choice) {
-  plan.flags.lookahead = lookahead;
-  plan.flags.lookahead_choice = choice;
-  plan.decode.lookahead = lookahead;
+RunSetup given_setup(const RunPlan& plan, std::string backend, int num_prompts) {
+  return {std::move(backend), num_prompts, plan.decode.lookahead, plan.lookahead_choice, "none"};
+}
+
+DecodeSettings decode_settings(const RunPlan& plan, const RunSetup& setup) {
+  DecodeSettings settings = plan.decode;
+  settings.lookahead = setup.lookahead;
+  return settings;
+}
+
+Settings run_settings(const RunPlan& plan, const RunSetup& setup) {
+  Settings settings = plan.settings;
+  for (auto& [name, value] : settings) {
+    if (name == "backend") value = setup.backend;
+    if (name == "num_prompts") value = std::to_string(setup.num_prompts);
+    if (name == "lookahead") value = std::to_string(setup.lookahead);
+    if (name == "lookahead_choice") value = setup.lookahead_choice;
+    if (name == "lookahead_costs") value = setup.lookahead_costs;
+  }
+  return settings;
 }
 
 bool RunPlan::tokens_reproducible() const {
-  return !synthetic() && (flags.mode != Mode::SSD || flags.temperature == 0.0);
+  return !synthetic() && (mode != Mode::SSD || decode.limits.temperature == 0.0);
+}
+
+const std::string& RunPlan::setting(const std::string& name) const {
+  static const std::string none;
+  for (const auto& [key, value] : settings)
+    if (key == name) return value;
+  return none;
 }
 
 }  // namespace ssd

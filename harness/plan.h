@@ -1,32 +1,74 @@
-// The run's plan: every flag parsed and checked once, into types, before anything loads. The
-// set-up, the decode loops and the printers read the plan, never a flag's text; only this
-// layer (and the CLI) names flags in errors: lower layers throw value errors, which
-// with_flag() prefixes with the flag they came from.
+// The run's plan: every flag parsed and checked once, into types, before anything loads, and
+// never changed afterwards. The set-up, the decode loops and the printers read the plan, never a
+// flag's text; only this layer (and the CLI) names flags in errors: lower layers throw value
+// errors, which with_flag() prefixes with the flag they came from.
+//
+// What the launch settles later (the backend auto chose, how many prompts a file held, the K
+// that -k auto measured) is a RunSetup beside the plan, not a patch to it.
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
-#include "comm/rank_layout.h"
 #include "harness/cli.h"
+#include "harness/launch.h"
 #include "kernels/errors.h"
 #include "ssd/decode.h"
 #include "ssd/saguaro_drafter.h"
 
 namespace ssd {
 
-struct RunPlan {
-  RunConfig flags;          // as given, with what was left to auto resolved (ranks, placement,
-                            // draft temperature, threads): what the header and the file show
-  DecodeSettings decode;    // the target leader's decoding
-  SaguaroSettings saguaro;  // SSD's draft rank
+using Settings = std::vector<std::pair<std::string, std::string>>;  // name = value, in order
 
-  Mode mode() const { return flags.mode; }
-  bool speculative() const { return flags.mode != Mode::AR; }
-  bool separate_draft() const { return flags.draft_placement == DraftPlacement::Separate; }
+// The prompts: a JSONL file's, else `count` random ones of `length` tokens.
+struct PromptPlan {
+  std::string file;  // empty: random prompts
+  int count = 1;     // random prompts only
+  int length = 32;   // random prompts only
+  uint64_t seed = 0;
+};
+
+// What is shown and written, and where.
+struct OutputPlan {
+  std::string path;  // the HDF5 file; empty: none
+  bool overwrite = false;
+  OutputFormat format = OutputFormat::Text;
+  bool show_tokens = false;
+  double progress_s = 10.0;  // seconds between progress lines; 0: none
+};
+
+struct RunPlan {
+  Mode mode = Mode::AR;
+  DraftPlacement placement = DraftPlacement::None;  // resolved: never Auto
+  LaunchSpec launch;  // models, ranks (resolved) and hardware (threads resolved)
+  PromptPlan prompts;
+  int warmup = 1, reps = 3;
+  OutputPlan output;
+  DecodeSettings decode;           // the target leader's decoding; K as given, or -k auto's largest
+  bool lookahead_auto = false;     // K is chosen after the models load (harness/calibrate.h)
+  std::string lookahead_choice;    // how K came about when not measured: "given", a --fanout list
+  double draft_temperature = 0.0;  // resolved: --temperature when not given
+  SaguaroSettings saguaro;         // SSD's draft rank
+  Settings settings;  // every setting by name, as the header prints and /config stores them
+
+  bool speculative() const { return mode != Mode::AR; }
+  bool separate_draft() const { return placement == DraftPlacement::Separate; }
   bool synthetic() const { return decode.outcomes.synthetic; }
   // Whether the generated tokens must be identical across repetitions: sampled SSD and
   // synthetic outcomes depend on the adaptive cache, which carries over between repetitions.
   bool tokens_reproducible() const;
+  // The settings' value for `name` ("" when there is none).
+  const std::string& setting(const std::string& name) const;
+};
+
+// What the launch settled after the plan was made.
+struct RunSetup {
+  std::string backend;           // this run's backend ("cpu", "cuda"): what --backend auto chose
+  int num_prompts = 0;           // random prompts, or the --prompts file's lines
+  int lookahead = 0;             // K: the plan's, or -k auto's choice
+  std::string lookahead_choice;  // how K came about
+  std::string lookahead_costs = "none";  // -k auto: the step costs it was chosen from
 };
 
 // Checks the flags against each other and against the launched world; throws InputError naming
@@ -34,9 +76,15 @@ struct RunPlan {
 // thread count is the node's cores over its ranks).
 RunPlan make_run_plan(const RunConfig& flags);
 
-// K decided after the plan (-k auto, harness/calibrate.h): the decoding and the draft rank's
-// settings take it, and the header and /config say how it was chosen.
-void set_lookahead(RunPlan& plan, int lookahead, const std::string& choice);
+// The set-up of a run whose K is the plan's (no -k auto).
+RunSetup given_setup(const RunPlan& plan, std::string backend, int num_prompts);
+
+// The decoding with the setup's K.
+DecodeSettings decode_settings(const RunPlan& plan, const RunSetup& setup);
+
+// The plan's settings with what the setup settled (backend, num_prompts, K and how it was
+// chosen): the console header and the file's /config.
+Settings run_settings(const RunPlan& plan, const RunSetup& setup);
 
 // --draft-ranks resolved (-1: the launched ranks beyond --target-tp) and checked against the
 // launched world; the error names both flags. A run's plan and characterize both use it.

@@ -43,9 +43,8 @@ static void describe_model(std::ostream& out, const char* role, const ModelSumma
       << (m.load_s > 0 ? fmt(", loaded in %.2f s", m.load_s) : "") << "\n";
 }
 
-void Report::header(const RunInfo& info, const RunPlan& plan, const ModelSummary& target,
-                    const std::optional<ModelSummary>& draft) {
-  const RunConfig& config = plan.flags;
+void Report::header(const RunInfo& info, const RunPlan& plan, const RunSetup& setup,
+                    const ModelSummary& target, const std::optional<ModelSummary>& draft) {
   out_ << "# ssd-bench " << info.version << " (commit " << info.git_commit << ", "
        << info.build_type << ")\n";
   out_ << "# started " << info.start_time << " on " << info.host << ", CPU " << info.cpu_model
@@ -54,13 +53,13 @@ void Report::header(const RunInfo& info, const RunPlan& plan, const ModelSummary
   for (const auto& [name, version] : info.libraries) out_ << " " << name << " " << version << ";";
   out_ << "\n#\n# settings:";
   int column = 0;
-  for (const auto& [name, value] : describe(config)) {
+  for (const auto& [name, value] : run_settings(plan, setup)) {
     if (column++ % 6 == 0) out_ << "\n#  ";
     out_ << " " << name << "=" << value;
   }
   out_ << "\n";
   if (plan.synthetic())
-    out_ << "# SYNTHETIC OUTCOMES (" << config.outcomes
+    out_ << "# SYNTHETIC OUTCOMES (" << plan.setting("outcomes")
          << "): forward passes are real, verification outcomes are drawn\n";
   describe_model(out_, "target", target);
   if (draft) describe_model(out_, "draft", *draft);
@@ -79,16 +78,16 @@ void Report::header(const RunInfo& info, const RunPlan& plan, const ModelSummary
   for (const std::string& warning : affinity_warnings(info.ranks))
     out_ << "# Warning: " << warning << "\n";
   out_ << "#\n";
-  const std::vector<ResultCell> columns = make_result_row(config, target, RunSummary{});
-  if (format_ == "text") out_ << text_heading(columns) << "\n";
-  if (format_ == "csv") out_ << csv_heading(columns) << "\n";
+  const std::vector<ResultCell> columns = make_result_row(plan, setup, target, RunSummary{});
+  if (format_ == OutputFormat::Text) out_ << text_heading(columns) << "\n";
+  if (format_ == OutputFormat::Csv) out_ << csv_heading(columns) << "\n";
   out_.flush();
 }
 
 void Report::result_row(const std::vector<ResultCell>& row) {
-  if (format_ == "text")
+  if (format_ == OutputFormat::Text)
     out_ << text_line(row) << "\n";
-  else if (format_ == "csv")
+  else if (format_ == OutputFormat::Csv)
     out_ << csv_line(row) << "\n";
   else
     out_ << json_line(row) << "\n";

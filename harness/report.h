@@ -16,15 +16,16 @@
 
 namespace ssd {
 
-struct RunPlan;  // harness/plan.h
+struct RunPlan;   // harness/plan.h
+struct RunSetup;  // harness/plan.h
 
 struct ResultCell;  // harness/result_row.h
 
 class Report {
  public:
-  Report(std::string format, std::ostream& out) : format_(std::move(format)), out_(out) {}
-  void header(const RunInfo& info, const RunPlan& plan, const ModelSummary& target,
-              const std::optional<ModelSummary>& draft);
+  Report(OutputFormat format, std::ostream& out) : format_(format), out_(out) {}
+  void header(const RunInfo& info, const RunPlan& plan, const RunSetup& setup,
+              const ModelSummary& target, const std::optional<ModelSummary>& draft);
   // The row of harness/result_row.h in the chosen format (its heading went with the header).
   void result_row(const std::vector<ResultCell>& row);
   void final_lines(const RunSummary& s, const std::string& out_path);
@@ -32,7 +33,7 @@ class Report {
   void tokens(const std::vector<std::vector<int32_t>>& generated);
 
  private:
-  std::string format_;
+  OutputFormat format_;
   std::ostream& out_;
 };
 

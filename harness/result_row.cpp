@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "harness/plan.h"
+
 namespace ssd {
 namespace {
 
@@ -114,22 +116,22 @@ std::string csv_number(double v) {
 
 }  // namespace
 
-std::vector<ResultCell> make_result_row(const RunConfig& config, const ModelSummary& target,
-                                        const RunSummary& s) {
+std::vector<ResultCell> make_result_row(const RunPlan& plan, const RunSetup& setup,
+                                        const ModelSummary& target, const RunSummary& s) {
   const SpeculationSummary& sp = s.speculation;
-  const bool has_draft = !config.draft.empty();
+  const bool has_draft = !plan.launch.draft.empty();
   std::vector<Cell> row = {
-      text("mode", "mode", 5, mode_name(config.mode)),
+      text("mode", "mode", 5, mode_name(plan.mode)),
       text("model", "target", 14, model_name(target.spec)),
-      has_draft ? text("draft", "draft", 14, model_name(config.draft))
+      has_draft ? text("draft", "draft", 14, model_name(plan.launch.draft))
                 : Cell{"draft", "draft", 14, Cell::None{}, "%s", "", ""},
-      sp.present ? integer("lookahead", "K", 3, config.lookahead)
+      sp.present ? integer("lookahead", "K", 3, setup.lookahead)
                  : Cell{"lookahead", "K", 3, Cell::None{}, "%lld", "", ""},
-      integer("batch", "batch", 6, config.batch_size),
-      integer("prompts", "prompts", 8, config.num_prompts),
-      integer("new_tokens", "new", 6, config.max_new_tokens),
-      Cell{"temperature", "", 0, config.temperature, "%g", "", ""},
-      integer("threads", "", 0, config.threads),
+      integer("batch", "batch", 6, plan.decode.batch_size),
+      integer("prompts", "prompts", 8, setup.num_prompts),
+      integer("new_tokens", "new", 6, plan.decode.limits.max_new_tokens),
+      Cell{"temperature", "", 0, plan.decode.limits.temperature, "%g", "", ""},
+      integer("threads", "", 0, plan.launch.threads),
       mean_std("decode_tok_s", "decode tok/s", 20, s.decode_tokens_per_s, "%.2f +- %.2f",
                "decode_tokens_per_s", "decode_tokens_per_s_std"),
       mean_std("ms_per_token", "ms/token", 18, s.ms_per_token, "%.3f +- %.3f", "ms_per_token_mean",

@@ -38,8 +38,11 @@ struct ResultCell {
   std::string summary_key, summary_std_key;
 };
 
-std::vector<ResultCell> make_result_row(const RunConfig& config, const ModelSummary& target,
-                                        const RunSummary& summary);
+struct RunPlan;   // harness/plan.h
+struct RunSetup;  // harness/plan.h
+
+std::vector<ResultCell> make_result_row(const RunPlan& plan, const RunSetup& setup,
+                                        const ModelSummary& target, const RunSummary& summary);
 
 // The printers.
 std::string text_heading(const std::vector<ResultCell>& row);

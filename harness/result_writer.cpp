@@ -22,15 +22,14 @@ std::vector<int32_t> padded(const std::vector<std::vector<int32_t>>& rows, size_
 }
 
 void write_metadata(ResultFile& file, const RunResult& run) {
-  const RunConfig& config = run.plan.flags;
-  RootMetadata m{mode_name(config.mode),
+  RootMetadata m{mode_name(run.plan.mode),
                  run.argv,
-                 describe(config),
+                 run_settings(run.plan, run.setup),
                  run.plan.synthetic(),
                  {{"target", &run.target}}};
   if (run.draft) m.models.emplace_back("draft", &*run.draft);
   write_root_metadata(file, m, run.info);
-  file.set_attr("/", "outcomes", config.outcomes);
+  file.set_attr("/", "outcomes", run.plan.setting("outcomes"));
 }
 
 void write_rounds(ResultFile& file, const std::vector<RoundRecord>& rounds) {
@@ -148,11 +147,11 @@ void write_reps(ResultFile& file, const std::vector<RepTotals>& reps) {
 
 void write_result_file(const RunResult& run) {
   const RunRecords& records = run.records;
-  ResultFile file = ResultFile::create(run.plan.flags.out, run.plan.flags.overwrite);
+  ResultFile file = ResultFile::create(run.plan.output.path, run.plan.output.overwrite);
   write_metadata(file, run);
   write_machine_group(file, run.info);
 
-  const size_t width = size_t(run.plan.flags.max_new_tokens);
+  const size_t width = size_t(run.plan.decode.limits.max_new_tokens);
   const std::vector<int32_t> generated = padded(records.generated, width);
   file.write_dataset("/generated_tokens", {records.generated.size(), width}, generated.data());
   size_t longest = 0;

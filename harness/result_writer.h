@@ -14,15 +14,17 @@
 
 namespace ssd {
 
-struct RunPlan;  // harness/plan.h
+struct RunPlan;   // harness/plan.h
+struct RunSetup;  // harness/plan.h
 
 // What the file holds, by reference: the lead rank has it all at hand when the run ends.
 struct RunResult {
-  // What ran: the command line, host and ranks, the plan (its flags' out and overwrite say
-  // where the file goes), the models and the prompts.
+  // What ran: the command line, host and ranks, the plan (its output says where the file
+  // goes) and what the launch settled, the models and the prompts.
   const std::vector<std::string>& argv;
   const RunInfo& info;
   const RunPlan& plan;
+  const RunSetup& setup;
   const ModelSummary& target;
   const std::optional<ModelSummary>& draft;
   const Prompts& prompts;

@@ -34,38 +34,42 @@
 namespace ssd {
 namespace {
 
-void check_output_path(const RunConfig& c) {
-  if (c.out.empty()) return;
+void check_output_path(const OutputPlan& o) {
+  if (o.path.empty()) return;
   namespace fs = std::filesystem;
-  if (fs::exists(c.out) && !c.overwrite)
-    throw InputError("--out: " + c.out + " exists; pass --overwrite to replace it");
-  const fs::path dir = fs::path(c.out).parent_path();
+  if (fs::exists(o.path) && !o.overwrite)
+    throw InputError("--out: " + o.path + " exists; pass --overwrite to replace it");
+  const fs::path dir = fs::path(o.path).parent_path();
   if (!dir.empty() && !fs::is_directory(dir))
     throw InputError("--out: directory " + dir.string() + " does not exist");
   // Prove the file can be created now, not after the whole run: a directory can pass every
   // permission check (as root, or on /proc) and still refuse a new file. The probe has the
   // partial file's name pattern, so nothing else is touched, and is removed at once.
-  const std::string probe = c.out + ".partial." + std::to_string(::getpid());
+  const std::string probe = o.path + ".partial." + std::to_string(::getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd < 0) {
     const int err = errno;
-    throw InputError("--out: cannot create " + c.out + ": " + std::strerror(err));
+    throw InputError("--out: cannot create " + o.path + ": " + std::strerror(err));
   }
   ::close(fd);
   ::unlink(probe.c_str());
 }
 
-Prompts make_prompts(const RunConfig& c, const ModelConfig& mc) {
-  Prompts prompts = c.prompts_file.empty() ? random_prompts(mc, c.num_prompts, c.prompt_len, c.seed)
-                                           : load_prompts(c.prompts_file, mc.vocab_size);
+Prompts make_prompts(const RunPlan& plan, const ModelConfig& mc) {
+  const PromptPlan& p = plan.prompts;
+  Prompts prompts = p.file.empty() ? random_prompts(mc, p.count, p.length, p.seed)
+                                   : load_prompts(p.file, mc.vocab_size);
   size_t longest = 0;
-  for (const auto& p : prompts) longest = std::max(longest, p.size());
+  for (const auto& prompt : prompts) longest = std::max(longest, prompt.size());
   // -k auto needs room for K = 1 at least; it weighs only the K that fit (auto_lookahead_limit).
-  const int64_t extra = c.mode == Mode::AR ? 0 : c.lookahead_auto ? 2 : c.lookahead + 1;
+  const int64_t extra = !plan.speculative()   ? 0
+                        : plan.lookahead_auto ? 2
+                                              : plan.decode.lookahead + 1;
+  const int max_new_tokens = plan.decode.limits.max_new_tokens;
   if (mc.max_position_embeddings > 0 &&
-      int64_t(longest) + c.max_new_tokens + extra > mc.max_position_embeddings)
+      int64_t(longest) + max_new_tokens + extra > mc.max_position_embeddings)
     throw InputError("--max-new-tokens: prompt (" + std::to_string(longest) + ") + " +
-                     std::to_string(c.max_new_tokens) +
+                     std::to_string(max_new_tokens) +
                      " new tokens exceed the model's max_position_embeddings (" +
                      std::to_string(mc.max_position_embeddings) + ")");
   return prompts;
@@ -73,13 +77,14 @@ Prompts make_prompts(const RunConfig& c, const ModelConfig& mc) {
 
 // Preflight (harness/memory_check.h): this rank's weights, KV cache and activations, summed
 // over the ranks of each node, against the node's available memory, before anything loads.
-void check_run_fits(const RunConfig& c, const Launch& launch, const Prompts& prompts) {
+void check_run_fits(const RunPlan& plan, const Launch& launch, const Prompts& prompts) {
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
-  const int64_t rows = std::min<int64_t>(c.batch_size, int64_t(prompts.size()));
-  const int64_t capacity = sequence_kv_capacity(int64_t(longest) + c.max_new_tokens,
-                                                c.mode == Mode::AR ? 0 : c.lookahead);
-  const int64_t step_rows = rows * (c.mode == Mode::AR ? 1 : c.lookahead + 1);
+  const int batch_size = plan.decode.batch_size, max_new_tokens = plan.decode.limits.max_new_tokens;
+  const int lookahead = plan.speculative() ? plan.decode.lookahead : 0;  // -k auto: the largest
+  const int64_t rows = std::min<int64_t>(batch_size, int64_t(prompts.size()));
+  const int64_t capacity = sequence_kv_capacity(int64_t(longest) + max_new_tokens, lookahead);
+  const int64_t step_rows = rows * (lookahead + 1);
   const int64_t forward_rows = std::max(rows * int64_t(longest), step_rows);  // prefill or step
   MemoryNeed need;
   if (launch.is_target())
@@ -89,8 +94,8 @@ void check_run_fits(const RunConfig& c, const Launch& launch, const Prompts& pro
     need += estimate_model_memory(launch.draft->config, launch.draft->weight_dtype, 1, rows,
                                   capacity, forward_rows, step_rows);
   check_host_memory(MPI_COMM_WORLD, need,
-                    "--batch-size (" + std::to_string(c.batch_size) + "), --max-new-tokens (" +
-                        std::to_string(c.max_new_tokens) + ") or the prompts' length (" +
+                    "--batch-size (" + std::to_string(batch_size) + "), --max-new-tokens (" +
+                        std::to_string(max_new_tokens) + ") or the prompts' length (" +
                         std::to_string(longest) + " tokens)");
 }
 
@@ -100,7 +105,7 @@ int calibration_context(const RunPlan& plan, const Prompts& prompts) {
   size_t total = 0;
   for (const auto& p : prompts) total += p.size();
   const int mean = prompts.empty() ? 1 : int(total / prompts.size());
-  return std::clamp(mean + plan.flags.max_new_tokens / 2, 1, 256);
+  return std::clamp(mean + plan.decode.limits.max_new_tokens / 2, 1, 256);
 }
 
 // The largest K -k auto may choose: kMaxAutoLookahead, or fewer where a speculation of K + 1
@@ -110,9 +115,23 @@ int auto_lookahead_limit(const RunPlan& plan, const Prompts& prompts, const Mode
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
   if (mc.max_position_embeddings <= 0) return kMaxAutoLookahead;
-  const int64_t room =
-      int64_t(mc.max_position_embeddings) - int64_t(longest) - plan.flags.max_new_tokens - 1;
+  const int64_t room = int64_t(mc.max_position_embeddings) - int64_t(longest) -
+                       plan.decode.limits.max_new_tokens - 1;
   return int(std::clamp<int64_t>(room, 1, kMaxAutoLookahead));
+}
+
+// What the launch settled: the backend, the prompts' count, and K (-k auto measures it now,
+// with the models loaded; collective).
+RunSetup settle_setup(const RunPlan& plan, Launch& launch, const Prompts& prompts) {
+  RunSetup setup = given_setup(plan, launch.backend().name(), int(prompts.size()));
+  if (!plan.lookahead_auto) return setup;
+  const AutoLookahead k =
+      choose_lookahead(plan, launch, calibration_context(plan, prompts),
+                       auto_lookahead_limit(plan, prompts, launch.target_source->config()));
+  setup.lookahead = k.lookahead;
+  setup.lookahead_choice = k.choice;
+  setup.lookahead_costs = k.costs;
+  return setup;
 }
 
 // '# progress' lines at most every `every` seconds, so a long run shows it is alive without
@@ -141,27 +160,26 @@ class Progress {
 };
 
 // What the target leader measures: warm-up runs, then the recorded repetitions.
-RunRecords run_repetitions(const RunPlan& plan, const Prompts& prompts, ModelGroup& target,
-                           DraftEndpoint* draft, bool& identical) {
-  const RunConfig& c = plan.flags;
-  const DecodeSettings& settings = plan.decode;
+RunRecords run_repetitions(const RunPlan& plan, const RunSetup& setup, const Prompts& prompts,
+                           ModelGroup& target, DraftEndpoint* draft, bool& identical) {
+  const DecodeSettings settings = decode_settings(plan, setup);
   // Decode tokens of all runs, first tokens (from the prefill) excluded: an upper bound.
-  const int64_t total =
-      int64_t(c.warmup + c.reps) * int64_t(prompts.size()) * std::max(0, c.max_new_tokens - 1);
-  Progress progress(c.progress, total);
+  const int64_t total = int64_t(plan.warmup + plan.reps) * int64_t(prompts.size()) *
+                        std::max(0, settings.limits.max_new_tokens - 1);
+  Progress progress(plan.output.progress_s, total);
   progress.phase("warm-up");
   const auto on_tokens = [&](int64_t tokens) { progress.add(tokens); };
 
   const double clock_zero = global_now();
   RunRecords records;
   TokenLists generated;
-  for (int w = 0; w < c.warmup; ++w) {
+  for (int w = 0; w < plan.warmup; ++w) {
     Recorder warmup(-1, clock_zero, nullptr, on_tokens);
     decode_repetition(target, draft, prompts, settings, warmup, generated);
   }
   identical = true;
-  for (int rep = 0; rep < c.reps; ++rep) {
-    progress.phase("rep " + std::to_string(rep + 1) + "/" + std::to_string(c.reps));
+  for (int rep = 0; rep < plan.reps; ++rep) {
+    progress.phase("rep " + std::to_string(rep + 1) + "/" + std::to_string(plan.reps));
     Recorder recorder(rep, clock_zero, &records, on_tokens);
     records.reps.push_back(
         decode_repetition(target, draft, prompts, settings, recorder, generated));
@@ -175,9 +193,8 @@ RunRecords run_repetitions(const RunPlan& plan, const Prompts& prompts, ModelGro
 }
 
 // The target leader: decodes every repetition, then reports and writes the file.
-int lead(const RunPlan& plan, Launch& launch, const Prompts& prompts, const RunInfo& info,
-         Report& report, const std::vector<std::string>& argv) {
-  const RunConfig& c = plan.flags;
+int lead(const RunPlan& plan, const RunSetup& setup, Launch& launch, const Prompts& prompts,
+         const RunInfo& info, Report& report, const std::vector<std::string>& argv) {
   ModelGroup target_group(*launch.target_model, launch.layout.group);
   std::unique_ptr<ModelGroup> draft_group;
   std::unique_ptr<Drafter> drafter;
@@ -192,30 +209,32 @@ int lead(const RunPlan& plan, Launch& launch, const Prompts& prompts, const RunI
     endpoint = std::make_unique<RemoteDraft>(peers);
   } else if (plan.speculative()) {
     draft_group = std::make_unique<ModelGroup>(*launch.draft_model, MPI_COMM_SELF);
-    drafter = std::make_unique<Drafter>(*draft_group, c.draft_temperature, c.seed);
+    drafter =
+        std::make_unique<Drafter>(*draft_group, plan.draft_temperature, plan.decode.limits.seed);
     endpoint = std::make_unique<LocalDraft>(*drafter);
   }
   bool identical = true;
   const RunRecords records =
-      run_repetitions(plan, prompts, target_group, endpoint.get(), identical);
+      run_repetitions(plan, setup, prompts, target_group, endpoint.get(), identical);
   target_group.stop();
   if (endpoint) endpoint->shutdown();
 
   RunSummary summary = summarize(records, identical);
   summary.tokens_check_applies = plan.tokens_reproducible();
-  const std::vector<ResultCell> row = make_result_row(c, launch.target, summary);
+  const std::vector<ResultCell> row = make_result_row(plan, setup, launch.target, summary);
   report.result_row(row);
-  if (c.show_tokens) report.tokens(records.generated);
-  if (!c.out.empty())
+  if (plan.output.show_tokens) report.tokens(records.generated);
+  if (!plan.output.path.empty())
     write_result_file({.argv = argv,
                        .info = info,
                        .plan = plan,
+                       .setup = setup,
                        .target = launch.target,
                        .draft = launch.draft,
                        .prompts = prompts,
                        .records = records,
                        .row = row});
-  report.final_lines(summary, c.out);
+  report.final_lines(summary, plan.output.path);
   return identical || !summary.tokens_check_applies ? 0 : 1;
 }
 
@@ -224,11 +243,11 @@ int lead(const RunPlan& plan, Launch& launch, const Prompts& prompts, const RunI
 void serve_draft_rank(const RunPlan& plan, Launch& launch) {
   ModelGroup draft_group(*launch.draft_model, MPI_COMM_SELF);
   PeerLink link(MPI_COMM_WORLD, launch.layout.target_leader);
-  if (plan.mode() == Mode::SSD) {
+  if (plan.mode == Mode::SSD) {
     SaguaroDrafter drafter(draft_group, plan.saguaro);
     serve_saguaro(link, drafter);
   } else {
-    Drafter drafter(draft_group, plan.flags.draft_temperature, plan.flags.seed);
+    Drafter drafter(draft_group, plan.draft_temperature, plan.decode.limits.seed);
     serve_draft(link, drafter);
   }
 }
@@ -239,31 +258,26 @@ int run_benchmark(const Cli& cli) {
   RunPlan plan;
   run_collectively(MPI_COMM_WORLD, [&] { plan = make_run_plan(cli.run); });
   Prompts prompts;
-  Launch launch(launch_spec(plan.flags, plan.separate_draft()), [&](Launch& l) {
-    if (l.layout.is_run_leader()) check_output_path(plan.flags);
-    prompts = make_prompts(plan.flags, l.target_source->config());
+  Launch launch(plan.launch, [&](Launch& l) {
+    if (l.layout.is_run_leader()) check_output_path(plan.output);
+    prompts = make_prompts(plan, l.target_source->config());
   });
-  plan.flags.num_prompts = int(prompts.size());
   launch.start_backend();
-  plan.flags.backend = launch.backend().name();
   if (launch.backend().weights_in_host_memory())
-    run_collectively(MPI_COMM_WORLD, [&] { check_run_fits(plan.flags, launch, prompts); });
+    run_collectively(MPI_COMM_WORLD, [&] { check_run_fits(plan, launch, prompts); });
   launch.load_models();
-  if (plan.flags.lookahead_auto)
-    plan.flags.lookahead_costs =
-        choose_lookahead(plan, launch, calibration_context(plan, prompts),
-                         auto_lookahead_limit(plan, prompts, launch.target_source->config()));
+  const RunSetup setup = settle_setup(plan, launch, prompts);
   const RunInfo info = launch.run_info();
 
-  Report report(plan.flags.output_format, std::cout);
-  if (launch.layout.is_run_leader()) report.header(info, plan, launch.target, launch.draft);
+  Report report(plan.output.format, std::cout);
+  if (launch.layout.is_run_leader()) report.header(info, plan, setup, launch.target, launch.draft);
   int code = 0;
   if (launch.layout.role == Role::Draft)
     serve_draft_rank(plan, launch);
   else if (!launch.layout.is_leader())
     ModelGroup(*launch.target_model, launch.layout.group).serve();
   else
-    code = lead(plan, launch, prompts, info, report, cli.argv);
+    code = lead(plan, setup, launch, prompts, info, report, cli.argv);
   MPI_Barrier(MPI_COMM_WORLD);
   return code;
 }

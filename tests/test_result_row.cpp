@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/messages.h"
+#include "harness/plan.h"
 #include "harness/result_row.h"
 #include "harness/summary.h"
 
@@ -44,14 +45,14 @@ RunRecords records(bool speculative) {
 }
 
 std::vector<ResultCell> row_for(Mode mode, bool identical = true, bool check_applies = true) {
-  RunConfig config;
-  config.mode = mode;
-  if (mode != Mode::AR) config.draft = "synthetic:llama-tiny";
+  RunPlan plan;
+  plan.mode = mode;
+  if (mode != Mode::AR) plan.launch.draft = "synthetic:llama-tiny";
   RunSummary summary = summarize(records(mode != Mode::AR), identical);
   summary.tokens_check_applies = check_applies;
   ModelSummary target;
   target.spec = "synthetic:llama-124m";
-  return make_result_row(config, target, summary);
+  return make_result_row(plan, given_setup(plan, "cpu", 1), target, summary);
 }
 
 // The /summary attributes the row writes (a cell that does not apply writes none).

@@ -59,7 +59,6 @@ void add_summary_only(std::vector<Cell>& row, const RunSummary& s) {
   add("generated_tokens_per_rep", true, s.generated_tokens);
   add("clock_span_s", true, s.clock_span_s);
   add("tokens_identical_across_reps", true, identical);
-  add("lookahead", sp.present, int64_t(sp.lookahead));
   add("rounds", sp.present, sp.rounds);
   add("drafted_tokens", sp.present, sp.drafted);
   add("accepted_tokens", sp.present, sp.accepted);
@@ -125,8 +124,9 @@ std::vector<ResultCell> make_result_row(const RunPlan& plan, const RunSetup& set
       text("model", "target", 14, model_name(target.spec)),
       has_draft ? text("draft", "draft", 14, model_name(plan.launch.draft))
                 : Cell{"draft", "draft", 14, Cell::None{}, "%s", "", ""},
-      sp.present ? integer("lookahead", "K", 3, setup.lookahead)
-                 : Cell{"lookahead", "K", 3, Cell::None{}, "%lld", "", ""},
+      // K as the run set it (RunSetup): the row, CSV, JSON and /summary show the same one.
+      sp.present ? integer("lookahead", "K", 3, setup.lookahead, "lookahead")
+                 : Cell{"lookahead", "K", 3, Cell::None{}, "%lld", "lookahead", ""},
       integer("batch", "batch", 6, plan.decode.batch_size),
       integer("prompts", "prompts", 8, setup.num_prompts),
       integer("new_tokens", "new", 6, plan.decode.limits.max_new_tokens),

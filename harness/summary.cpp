@@ -133,8 +133,7 @@ RunSummary summarize(const RunRecords& records, bool identical) {
   SpeculationSummary& sp = s.speculation;
   if (!records.rounds.empty()) {
     sp.present = true;
-    sp.lookahead = records.rounds.front().drafted;
-    const int K = sp.lookahead;
+    const int K = records.rounds.front().drafted;  // the histogram's width
     sp.per_position.assign(K, 0.0);
     sp.histogram.assign(K + 1, 0);
     for (const RoundRecord& r : records.rounds) {

@@ -18,7 +18,6 @@ Stat mean_stddev(const std::vector<double>& values);
 // report (docs/hdf5-schema.md): a "round" is one sequence in one speculation round.
 struct SpeculationSummary {
   bool present = false;
-  int lookahead = 0;  // K
   int64_t rounds = 0, drafted = 0, accepted = 0;
   double mean_acceptance_length = 0;  // 1 + accepted / rounds
   double acceptance_rate = 0;         // accepted / drafted

@@ -47,6 +47,7 @@ RunRecords records(bool speculative) {
 std::vector<ResultCell> row_for(Mode mode, bool identical = true, bool check_applies = true) {
   RunPlan plan;
   plan.mode = mode;
+  plan.decode.lookahead = 2;  // the records' K
   if (mode != Mode::AR) plan.launch.draft = "synthetic:llama-tiny";
   RunSummary summary = summarize(records(mode != Mode::AR), identical);
   summary.tokens_check_applies = check_applies;

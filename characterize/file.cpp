@@ -143,13 +143,14 @@ void write_comm_headline(ResultFile& f, const CharacterizeReport& r) {
   }
 }
 
-// The verification window: its steps and budget at the root, the rest under /window.
+// The verification window: its steps and fan-out limit (fanout_budget) at the root, the rest
+// under /window.
 void write_window_headline(ResultFile& f, const CharacterizeReport& r) {
   const CharacterizeConfig& c = *r.config;
   const VerificationWindow& w = r.window;
   if (!w.present) return;
   f.set_attr("/", "verification_window_steps", w.window_steps);
-  f.set_attr("/", "fanout_budget", w.fanout_budget);
+  f.set_attr("/", "fanout_budget", w.window_fanout_limit);
   f.set_attr("/window", "verify_time_s", w.verify_s);
   f.set_attr("/window", "glue_time_s", w.glue_s);
   f.set_attr("/window", "draft_time_s", w.draft_s);
@@ -159,8 +160,8 @@ void write_window_headline(ResultFile& f, const CharacterizeReport& r) {
   f.set_attr("/window", "window_steps", w.window_steps);
   f.set_attr("/window", "branch_step_a_s", w.step_a_s);
   f.set_attr("/window", "branch_step_b_s", w.step_b_s);
-  f.set_attr("/window", "fanout_budget", w.fanout_budget);
-  f.set_attr("/window", "budget_rows", w.budget_rows);
+  f.set_attr("/window", "fanout_budget", w.window_fanout_limit);
+  f.set_attr("/window", "budget_rows", w.window_limit_rows);
   f.set_attr("/window", "lookahead", c.lookahead);
   f.set_attr("/window", "batch_size", c.batch_size);
 }

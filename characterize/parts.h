@@ -210,8 +210,12 @@ struct VerificationWindow {
   int window_steps = 0;   // floor(verify_s / branch_s)
   double step_a_s = 0.0;  // branch step ~ a + b * rows, least squares over the measured rows
   double step_b_s = 0.0;
-  int fanout_budget = 0;  // the largest per-sequence fan-out whose cache build fits
-  int budget_rows = 0;    // fanout_budget * batch: rows of each of its branch steps
+  // The window's limit (ssd/fanout.h window_fanout_limit; written as fanout_budget): the
+  // largest total fan-out per sequence whose cache build fits. Not a cache's own B nor the
+  // --budget setting.
+  int window_fanout_limit = 0;
+  int window_limit_rows = 0;  // window_fanout_limit * batch: rows of each of its branch steps
+                              // (written as budget_rows)
 };
 VerificationWindow verification_window(const std::vector<ForwardResult>& forwards, int lookahead,
                                        int batch);

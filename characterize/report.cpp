@@ -261,7 +261,7 @@ int print_tables(std::ostream& os, const CharacterizeReport& r) {
         "# largest hidden fan-out budget: %d per sequence (%d rows per branch step): the "
         "glue step and K = %d branch steps within 90%% of the verification (--budget auto "
         "may spend more when it pays: it maximises Corollary 16's rate, ssd/budget.h)\n",
-        w.fanout_budget, w.budget_rows, c.lookahead);
+        w.window_fanout_limit, w.window_limit_rows, c.lookahead);
     bad += !positive(w.verify_s) + !positive(w.branch_s);
   } else if (c.forward && !c.draft.empty()) {
     os << "# verification window: not measured\n";

@@ -77,9 +77,9 @@ VerificationWindow verification_window(const std::vector<ForwardResult>& forward
   }
   // The most fan-out that hides entirely behind one verification; no cache-capacity cap here.
   // (--budget auto weighs this against the hit rate it buys and may build for longer.)
-  w.fanout_budget =
-      window_fanout_budget(w.verify_s, w.glue_s, w.step_a_s, w.step_b_s, K, batch, 1 << 20);
-  w.budget_rows = w.fanout_budget * batch;
+  w.window_fanout_limit =
+      window_fanout_limit(w.verify_s, w.glue_s, w.step_a_s, w.step_b_s, K, batch, 1 << 20);
+  w.window_limit_rows = w.window_fanout_limit * batch;
   return w;
 }
 

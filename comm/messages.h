@@ -89,10 +89,10 @@ struct DraftTelemetry {
   // On the global clock: when the rank started and finished drafting, and how long it had
   // waited for the outcome before.
   double draft_start_s = 0.0, draft_end_s = 0.0, idle_s = 0.0;
-  // SSD: the cache build that preceded this round (its time, branches and budget in force)
-  // and the fallback drafting in this round.
+  // SSD: the cache build that preceded this round (its time, branches and total fan-out per
+  // sequence in force) and the fallback drafting in this round.
   double cache_build_s = 0.0, fallback_s = 0.0;
-  int32_t branches = 0, budget = 0;
+  int32_t branches = 0, fanout_total = 0;
 };
 
 // A speculation as a draft rank sends it. A bare SpeculationMessage is sent with a zeroed

@@ -176,7 +176,7 @@ AutoLookahead choose_lookahead(const RunPlan& plan, Launch& launch, int context,
   // Every rank computes the same choice from the same broadcast numbers.
   const LookaheadChoice choice =
       plan.mode == Mode::SSD
-          ? choose_ssd_lookahead(costs, prior, plan.saguaro.budget, kMaxAutoBudget)
+          ? choose_ssd_lookahead(costs, prior, plan.saguaro.budget_setting, kMaxAutoBudget)
           : choose_sd_lookahead(costs, prior);
   char head[160];
   std::snprintf(head, sizeof head,

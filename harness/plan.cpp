@@ -164,7 +164,7 @@ SaguaroSettings saguaro_settings(const RunConfig& c, int lookahead) {
   const double budget = auto_or_number("--budget", c.budget, 4096.0);
   if (budget >= 0 && (budget != std::floor(budget) || budget < 1))
     throw InputError("--budget: expected auto or a whole number >= 1");
-  s.budget = budget < 0 ? 0 : int(budget);
+  s.budget_setting = budget < 0 ? 0 : int(budget);
   s.saguaro_c = c.saguaro_c;
   // Definition 14 reshapes the distribution a sampling draft draws from; a greedy draft takes
   // the argmax and never looks at it, so a C < 1 would be silently ignored.

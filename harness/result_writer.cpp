@@ -48,7 +48,7 @@ void write_rounds(ResultFile& file, const std::vector<RoundRecord>& rounds) {
   file.set_dataset_attr("/rounds/source", "names", speculation_source_names());
   column("outcome_hit", [](const RoundRecord& r) { return int32_t(r.outcome_hit); });
   column("bonus_rank", [](const RoundRecord& r) { return int32_t(r.bonus_rank); });
-  column("budget", [](const RoundRecord& r) { return int32_t(r.budget); });
+  column("budget", [](const RoundRecord& r) { return int32_t(r.fanout_total); });
   column("branches", [](const RoundRecord& r) { return int32_t(r.branches); });
   column("cache_build_time_s", [](const RoundRecord& r) { return r.cache_build_s; });
   column("fallback_time_s", [](const RoundRecord& r) { return r.fallback_s; });
@@ -81,7 +81,7 @@ void write_draft_ranks(ResultFile& file, const std::vector<DraftRankRecord>& ran
   column("cache_build_time_s", [](const DraftRankRecord& r) { return r.cache_build_s; });
   column("fallback_time_s", [](const DraftRankRecord& r) { return r.fallback_s; });
   column("branches", [](const DraftRankRecord& r) { return int32_t(r.branches); });
-  column("budget", [](const DraftRankRecord& r) { return int32_t(r.budget); });
+  column("budget", [](const DraftRankRecord& r) { return int32_t(r.fanout_total); });
   column("message_bytes", [](const DraftRankRecord& r) { return r.message_bytes; });
 }
 

@@ -90,7 +90,7 @@ std::string degeneration_warning(const std::vector<RoundRecord>& rounds,
   for (const RoundRecord& r : rounds)
     if (r.outcome_hit >= 0) {
       looked += 1;
-      no_cache += r.budget == 0 ? 1 : 0;
+      no_cache += r.fanout_total == 0 ? 1 : 0;
     }
   char line[400];
   if (looked >= 10 && 2 * no_cache > looked) {

@@ -8,8 +8,8 @@ namespace ssd {
 
 std::vector<BudgetPrediction> predict_budgets(const BudgetInputs& in) {
   const int K = in.lookahead;
-  if (K < 1 || in.rows < 1 || in.max_budget < 0)
-    throw std::invalid_argument("predict_budgets: needs K >= 1, rows >= 1, max_budget >= 0");
+  if (K < 1 || in.rows < 1 || in.max_fanout_total < 0)
+    throw std::invalid_argument("predict_budgets: needs K >= 1, rows >= 1, max_fanout_total >= 0");
   const double a = std::clamp(in.acceptance, 0.0, 1.0);
   const double r = std::max(in.r, 1e-3);
   // A.2: exactly k of K accepted with weight a^k (1-a), all K with a^K; E_hit = 1 + sum a^i.
@@ -24,9 +24,9 @@ std::vector<BudgetPrediction> predict_budgets(const BudgetInputs& in) {
   std::vector<int> shape(K + 1, 0);
   double p_hit = 0.0;
   std::vector<BudgetPrediction> out;
-  out.reserve(in.max_budget + 1);
-  for (int budget = 0; budget <= in.max_budget; ++budget) {
-    if (budget > 0) {
+  out.reserve(in.max_fanout_total + 1);
+  for (int fanout_total = 0; fanout_total <= in.max_fanout_total; ++fanout_total) {
+    if (fanout_total > 0) {
       int best = 0;
       double best_gain = -1.0;
       for (int k = 0; k <= K; ++k) {
@@ -37,10 +37,10 @@ std::vector<BudgetPrediction> predict_budgets(const BudgetInputs& in) {
       p_hit += best_gain;
     }
     BudgetPrediction p;
-    p.budget = budget;
+    p.fanout_total = fanout_total;
     p.p_hit = std::clamp(p_hit, 0.0, 1.0);
-    const double branches = double(in.rows) * budget;
-    p.build_s = in.glue_s + (budget > 0 ? K * (in.step_a_s + in.step_b_s * branches) : 0.0);
+    const double branches = double(in.rows) * fanout_total;
+    p.build_s = in.glue_s + (fanout_total > 0 ? K * (in.step_a_s + in.step_b_s * branches) : 0.0);
     // Corollary 16 in seconds: the round takes the longer of verification and cache build;
     // when any of the b rows misses (probability 1 - p^b) the batch also waits for the
     // fallback.

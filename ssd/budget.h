@@ -12,8 +12,8 @@
 
 namespace ssd {
 
-// The largest budget per sequence --budget auto may choose: the draft rank's scratch slots
-// hold this many branches of K tokens per sequence.
+// The largest total fan-out per sequence --budget auto may choose: the draft rank's scratch
+// slots hold this many branches of K tokens per sequence.
 constexpr int kMaxAutoBudget = 128;
 
 struct BudgetInputs {
@@ -22,10 +22,10 @@ struct BudgetInputs {
   // Sequences whose misses stall the round together (Corollary 16's b): the whole batch over
   // every draft rank; 0 = rows (one draft rank).
   int batch = 0;
-  int max_budget = kMaxAutoBudget;  // the largest budget to weigh
-  double verify_s = 0.0;            // the target's verification of a round (the window to hide in)
-  double glue_s = 0.0;              // the glue step before branching
-  double step_a_s = 0.0;            // one branch step over n branch rows costs step_a + step_b * n
+  int max_fanout_total = kMaxAutoBudget;  // the largest total fan-out to weigh
+  double verify_s = 0.0;  // the target's verification of a round (the window to hide in)
+  double glue_s = 0.0;    // the glue step before branching
+  double step_a_s = 0.0;  // one branch step over n branch rows costs step_a + step_b * n
   double step_b_s = 0.0;
   double acceptance = kFanoutPrior;  // a of the primary, and r of the shifted power law
   double r = kFanoutPrior;
@@ -39,20 +39,20 @@ struct BudgetInputs {
 };
 
 struct BudgetPrediction {
-  int budget = 0;
-  double p_hit = 0.0;            // per sequence, with Theorem 12's shape for this budget
+  int fanout_total = 0;          // B = sum F_k per sequence, the cache this prediction builds
+  double p_hit = 0.0;            // per sequence, with Theorem 12's shape for this B
   double build_s = 0.0;          // glue + K branch steps
   double round_s = 0.0;          // Corollary 16's expected round time, in seconds
   double tokens_per_s = 0.0;     // rows * expected tokens per round / round_s
   bool primary_fallback = true;  // which fallback the prediction assumed (the better one)
 };
 
-// Predicted rate for every budget 0..max_budget (index = budget). One greedy pass gives the
-// optimal shape of every budget (ssd/fanout.h: each budget's shape is the previous one plus
-// one unit), so the whole curve costs O(max_budget * K).
+// Predicted rate for every total fan-out B = 0..max_fanout_total (index = B). One greedy pass
+// gives the optimal shape of every B (ssd/fanout.h: each B's shape is the previous one plus
+// one unit), so the whole curve costs O(max_fanout_total * K).
 std::vector<BudgetPrediction> predict_budgets(const BudgetInputs& in);
 
-// The budget of highest predicted rate (the smallest among equals: cheaper to build).
+// The total fan-out of highest predicted rate (the smallest among equals: cheaper to build).
 BudgetPrediction best_budget(const BudgetInputs& in);
 
 // The cost of one branch step over n rows, seconds = a + b * n: a moving least-squares fit

@@ -27,7 +27,7 @@ SpeculationMessage LocalDraft::exchange(const OutcomeMessage& m, ExchangeTiming&
 
 void ExchangeTiming::merge_ranks(double round_trip_s) {
   // The merge speaks for the whole batch: the last rank to finish sets the draft's times,
-  // branches add up, and the budget is the largest any rank used (/draft_ranks and
+  // branches add up, and the total fan-out is the largest any rank used (/draft_ranks and
   // /rounds/draft_rank keep each rank's own). Idle time is the mean over the ranks.
   for (const DraftRankTiming& rank : ranks) {
     const DraftTelemetry& r = rank.telemetry;
@@ -37,7 +37,7 @@ void ExchangeTiming::merge_ranks(double round_trip_s) {
     draft.cache_build_s = std::max(draft.cache_build_s, r.cache_build_s);
     draft.fallback_s = std::max(draft.fallback_s, r.fallback_s);
     draft.branches += r.branches;
-    draft.budget = std::max(draft.budget, r.budget);
+    draft.fanout_total = std::max(draft.fanout_total, r.fanout_total);
     draft.idle_s += r.idle_s;
     draft_s = std::max(draft_s, r.draft_end_s - r.draft_start_s);
     bytes += rank.bytes;

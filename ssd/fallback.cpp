@@ -11,9 +11,10 @@ namespace ssd {
 namespace {
 
 // Expected round latency (relative to one verification) when every sequence of the batch hits
-// with probability x = p^b: max(1, T_p) if all hit, else 1 + T_fallback (Corollary 16).
-double latency(double all_hit, double t_p, double t_fallback) {
-  return all_hit * std::max(1.0, t_p) + (1.0 - all_hit) * (1.0 + t_fallback);
+// with probability x = p^b: max(1, T_primary) if all hit, else 1 + T_fallback (Corollary 16).
+// T_primary is the paper's T_p, the primary's drafting latency (SpeedupInputs::t_jit here).
+double latency(double all_hit, double t_primary, double t_fallback) {
+  return all_hit * std::max(1.0, t_primary) + (1.0 - all_hit) * (1.0 + t_fallback);
 }
 
 double tokens(const SpeedupInputs& in) {
@@ -28,13 +29,13 @@ double all_hit(double p, int b) {
 }  // namespace
 
 double ssd_speedup_batch(const SpeedupInputs& in, int b) {
-  return tokens(in) / latency(all_hit(in.p_hit, b), in.t_p, in.t_b);
+  return tokens(in) / latency(all_hit(in.p_hit, b), in.t_jit, in.t_b);
 }
 
 double speedup_primary_fallback(const SpeedupInputs& in, int b) {
   // A.4: a miss is drafted just in time by the primary, so every round yields E_hit and a
-  // miss costs 1 + T_p.
-  return in.e_hit / latency(all_hit(in.p_hit, b), in.t_p, in.t_p);
+  // miss costs 1 + T_jit.
+  return in.e_hit / latency(all_hit(in.p_hit, b), in.t_jit, in.t_jit);
 }
 
 double speedup_backup_fallback(const SpeedupInputs& in, int b) {

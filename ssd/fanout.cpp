@@ -69,8 +69,8 @@ FanoutSpec parse_fanout(const std::string& text) {
     }
   } else if (kind == "geometric") {
     spec.kind = FanoutSpec::Kind::Geometric;
-    spec.budget = 0;  // bare "geometric": the budget comes from --budget
-    if (has_arg && (!parse_int(arg, spec.budget) || spec.budget < 1))
+    spec.fanout_total = 0;  // bare "geometric": B comes from --budget
+    if (has_arg && (!parse_int(arg, spec.fanout_total) || spec.fanout_total < 1))
       fanout_error(text, "geometric:B needs a positive budget B (omit it to use the run's budget)");
   } else {
     fanout_error(text, "unknown shape '" + kind + "'");
@@ -78,8 +78,8 @@ FanoutSpec parse_fanout(const std::string& text) {
   return spec;
 }
 
-std::vector<int> geometric_fanout(int K, int budget, double acceptance, double r) {
-  check_inputs(K, budget, acceptance, r);
+std::vector<int> geometric_fanout(int K, int fanout_total, double acceptance, double r) {
+  check_inputs(K, fanout_total, acceptance, r);
   const std::vector<double> w = outcome_weights(K, acceptance);
   const double rr = std::max(r, 1e-3);
   // The gain of one more guess at k: w_k ((F_k+1)^{-r} - (F_k+2)^{-r}), decreasing in F_k.
@@ -87,7 +87,7 @@ std::vector<int> geometric_fanout(int K, int budget, double acceptance, double r
     return w[k] * (std::pow(f + 1.0, -rr) - std::pow(f + 2.0, -rr));
   };
   std::vector<int> shape(K + 1, 0);
-  for (int unit = 0; unit < budget; ++unit) {
+  for (int unit = 0; unit < fanout_total; ++unit) {
     int best = 0;
     double best_gain = gain(0, shape[0]);
     for (int k = 1; k <= K; ++k) {
@@ -99,7 +99,7 @@ std::vector<int> geometric_fanout(int K, int budget, double acceptance, double r
   return shape;
 }
 
-std::vector<int> resolve_fanout(const FanoutSpec& spec, int K, int budget, double acceptance,
+std::vector<int> resolve_fanout(const FanoutSpec& spec, int K, int fanout_total, double acceptance,
                                 double r) {
   switch (spec.kind) {
     case FanoutSpec::Kind::Uniform:
@@ -111,7 +111,8 @@ std::vector<int> resolve_fanout(const FanoutSpec& spec, int K, int budget, doubl
                          " needs K+1 = " + std::to_string(K + 1) + " (F_0..F_K)");
       return spec.list;
     case FanoutSpec::Kind::Geometric:
-      return geometric_fanout(K, spec.budget > 0 ? spec.budget : budget, acceptance, r);
+      return geometric_fanout(K, spec.fanout_total > 0 ? spec.fanout_total : fanout_total,
+                              acceptance, r);
   }
   throw std::logic_error("resolve_fanout: unknown kind");
 }
@@ -202,14 +203,15 @@ double FanoutEstimator::power_law_r(double fallback) const {
   return std::clamp(-sxy / sxx, 1e-3, kMaxR);
 }
 
-int window_fanout_budget(double window_s, double glue_s, double step_a, double step_b, int K,
-                         int rows, int max_budget) {
+int window_fanout_limit(double window_s, double glue_s, double step_a, double step_b, int K,
+                        int rows, int max_fanout_total) {
   if (K <= 0 || rows <= 0 || window_s <= 0) return 0;
   const double per_step = (0.9 * window_s - glue_s) / K;
   if (per_step <= step_a) return 0;
-  const double branches = step_b > 0 ? (per_step - step_a) / step_b : double(max_budget) * rows;
-  const double budget = std::floor(branches / rows);
-  return int(std::clamp(budget, 0.0, double(max_budget)));
+  const double branches =
+      step_b > 0 ? (per_step - step_a) / step_b : double(max_fanout_total) * rows;
+  const double limit = std::floor(branches / rows);
+  return int(std::clamp(limit, 0.0, double(max_fanout_total)));
 }
 
 }  // namespace ssd

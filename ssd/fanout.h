@@ -11,14 +11,18 @@
 namespace ssd {
 
 // A fan-out shape: F_k bonus-token guesses at each position k = 0..K (Definition 10).
+// Its total fan-out per sequence, B = sum_k F_k (the paper's "budget"), is named fanout_total
+// in code. Two other quantities are easily taken for it: the --budget setting (a fixed B or
+// auto; SaguaroSettings::budget_setting, ssd/budget.h) and the verification window's limit
+// (window_fanout_limit below: the largest B whose cache build one verification hides).
 struct FanoutSpec {  // parsed from --fanout
   enum class Kind { Uniform, List, Geometric } kind = Kind::Uniform;
   int uniform = 1;        // uniform:F
   std::vector<int> list;  // list:F0,...,FK  (must have K+1 entries)
-  int budget = 0;         // geometric:B  (0 = take the budget from --budget)
+  int fanout_total = 0;   // geometric:B  (0 = take B from --budget)
 };
 
-// "uniform:4", "list:4,3,2,1,1", "geometric:20", "geometric" (budget from --budget).
+// "uniform:4", "list:4,3,2,1,1", "geometric:20", "geometric" (B from --budget).
 // Throws ssd::InputError naming --fanout and what was expected.
 FanoutSpec parse_fanout(const std::string& text);
 
@@ -38,23 +42,25 @@ FanoutSpec parse_fanout(const std::string& text);
 // A.2) is the paper's law's optimum, and its series in G_k = F_k + 1 with budget B + K + 1 the
 // shifted law's where every F_k stays > 0 (Theorem 18's first-order conditions; F_k = 0 where
 // it would not); this shape stays within K of the latter (tests/test_fanout.cpp's oracles).
-// a is clamped to [0, 1], r to >= 1e-3; throws std::invalid_argument for K < 0, budget < 0 or
-// a NaN a or r.
-std::vector<int> geometric_fanout(int K, int budget, double acceptance, double r);
+// a is clamped to [0, 1], r to >= 1e-3; throws std::invalid_argument for K < 0, a negative
+// fanout_total or a NaN a or r.
+std::vector<int> geometric_fanout(int K, int fanout_total, double acceptance, double r);
 
-// The integer shape for a spec at lookahead K, budget B (geometric only; spec.budget > 0
-// overrides it) and the current (a, r) estimates. Throws InputError if a list has the wrong
-// length (naming --fanout and K).
-std::vector<int> resolve_fanout(const FanoutSpec& spec, int K, int budget, double acceptance,
+// The integer shape for a spec at lookahead K, total fan-out B = fanout_total (geometric
+// only; spec.fanout_total > 0 overrides it) and the current (a, r) estimates. Throws
+// InputError if a list has the wrong length (naming --fanout and K).
+std::vector<int> resolve_fanout(const FanoutSpec& spec, int K, int fanout_total, double acceptance,
                                 double r);
 
-// The verification window's budget: the largest total fan-out per sequence B such that the
+// The verification window's limit: the largest total fan-out per sequence B such that the
 // glue step and K branch steps, each over rows * B rows costing step_a + step_b * rows * B
 // seconds, finish within 90% of the verification window (the slack absorbs timing noise). 0
-// when even one branch row does not fit; clamped to [0, max_budget]. `ssd-bench
-// characterize` reports it; --budget auto (ssd/budget.h) may spend more when that pays.
-int window_fanout_budget(double window_s, double glue_s, double step_a, double step_b, int K,
-                         int rows, int max_budget);
+// when even one branch row does not fit; clamped to [0, max_fanout_total]. `ssd-bench
+// characterize` reports it (as fanout_budget). A limit on B, not a cache's own B
+// (fanout_total) nor the --budget setting: --budget auto (ssd/budget.h) may spend more when
+// that pays.
+int window_fanout_limit(double window_s, double glue_s, double step_a, double step_b, int K,
+                        int rows, int max_fanout_total);
 
 // A.2's objective p_hit,p({F_k}) = a^K h(F_K) + sum_{k<K} a^k (1-a) h(F_k) with the shifted
 // power law h(F) = 1 - (F+1)^{-r} (see above). For tests and reports.

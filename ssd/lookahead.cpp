@@ -46,16 +46,16 @@ LookaheadChoice choose_sd_lookahead(const LookaheadCosts& costs, const Lookahead
 }
 
 LookaheadChoice choose_ssd_lookahead(const LookaheadCosts& costs, const LookaheadPrior& prior,
-                                     int fixed_budget, int max_budget) {
+                                     int budget_setting, int max_fanout_total) {
   check(costs);
   LookaheadChoice choice;
   choice.predicted_tok_s.assign(costs.verify_s.size(), 0.0);
-  choice.budget.assign(costs.verify_s.size(), 0);
+  choice.fanout_total.assign(costs.verify_s.size(), 0);
   for (size_t K = 1; K < costs.verify_s.size(); ++K) {
     BudgetInputs in;
     in.lookahead = int(K);
     in.rows = costs.batch;
-    in.max_budget = fixed_budget > 0 ? fixed_budget : max_budget;
+    in.max_fanout_total = budget_setting > 0 ? budget_setting : max_fanout_total;
     in.verify_s = costs.verify_s[K];
     // After a hit the glue step feeds the one speculation token not yet cached per sequence.
     in.glue_s = costs.draft_step_s;
@@ -69,9 +69,9 @@ LookaheadChoice choose_ssd_lookahead(const LookaheadCosts& costs, const Lookahea
     in.e_miss_backup = 1.0;
     in.primary_fallback_allowed = prior.fallback != FallbackMode::Backup;
     in.backup_fallback_allowed = prior.fallback != FallbackMode::Primary;
-    const BudgetPrediction best = fixed_budget > 0 ? predict_budgets(in).back() : best_budget(in);
+    const BudgetPrediction best = budget_setting > 0 ? predict_budgets(in).back() : best_budget(in);
     choice.predicted_tok_s[K] = best.tokens_per_s;
-    choice.budget[K] = best.budget;
+    choice.fanout_total[K] = best.fanout_total;
   }
   choice.lookahead = best_of(choice.predicted_tok_s);
   return choice;
@@ -98,12 +98,12 @@ std::string describe_choice(const LookaheadChoice& choice) {
   std::string text;
   char item[64];
   for (size_t K = 1; K < choice.predicted_tok_s.size(); ++K) {
-    if (choice.budget.empty())
+    if (choice.fanout_total.empty())
       std::snprintf(item, sizeof item, "%sK=%zu %.3g", K > 1 ? ", " : "", K,
                     choice.predicted_tok_s[K]);
     else
       std::snprintf(item, sizeof item, "%sK=%zu %.3g (budget %d)", K > 1 ? ", " : "", K,
-                    choice.predicted_tok_s[K], choice.budget[K]);
+                    choice.predicted_tok_s[K], choice.fanout_total[K]);
     text += item;
   }
   return text + " tok/s";

@@ -33,9 +33,10 @@ struct LookaheadCosts {
 
 struct LookaheadChoice {
   int lookahead = 1;
-  // predicted_tok_s[K] for K = 1..max (index 0 unused); for SSD at the best budget of each K.
+  // predicted_tok_s[K] for K = 1..max (index 0 unused); for SSD at the best B of each K.
   std::vector<double> predicted_tok_s;
-  std::vector<int> budget;  // SSD: the budget per sequence behind each prediction (0: none)
+  // SSD: the total fan-out per sequence B behind each prediction (0: none)
+  std::vector<int> fanout_total;
 };
 
 struct LookaheadPrior {
@@ -47,13 +48,13 @@ struct LookaheadPrior {
 // SD: b E(K) tokens per round of verify_s[K] + K draft steps, E(K) = (1 - a^(K+1)) / (1 - a).
 LookaheadChoice choose_sd_lookahead(const LookaheadCosts& costs, const LookaheadPrior& prior);
 
-// SSD: for each K the budget of Corollary 16's highest rate (ssd/budget.h: the round takes the
-// longer of verification and cache build, plus the fallback when a sequence misses), then the
-// K of the highest of those. Budget 0 is the SD-like round: every speculation drafted just in
-// time after the outcome.
-// fixed_budget > 0 (--budget N): every K is predicted at that budget instead.
+// SSD: for each K the total fan-out B of Corollary 16's highest rate (ssd/budget.h: the round
+// takes the longer of verification and cache build, plus the fallback when a sequence
+// misses), up to max_fanout_total, then the K of the highest of those. B = 0 is the SD-like
+// round: every speculation drafted just in time after the outcome.
+// budget_setting > 0 (--budget N): every K is predicted at that B instead; 0 = auto.
 LookaheadChoice choose_ssd_lookahead(const LookaheadCosts& costs, const LookaheadPrior& prior,
-                                     int fixed_budget, int max_budget);
+                                     int budget_setting, int max_fanout_total);
 
 // Measured costs of steps of growing rows, made non-decreasing: a verification of more rows
 // never costs less, but a sample taken while the draft rank was in a heavier step can make it
@@ -62,7 +63,8 @@ LookaheadChoice choose_ssd_lookahead(const LookaheadCosts& costs, const Lookahea
 // one noisy step cannot decide K.
 std::vector<double> nondecreasing_costs(const std::vector<double>& v);
 
-// "K 1: 9.8, 2: 11.2, ..." tok/s (and the budget for SSD), for the header and /config.
+// "K 1: 9.8, 2: 11.2, ..." tok/s (and B for SSD, printed as "budget"), for the header and
+// /config.
 std::string describe_choice(const LookaheadChoice& choice);
 
 }  // namespace ssd

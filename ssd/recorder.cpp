@@ -47,7 +47,7 @@ void Recorder::cache_report(const SequenceSpeculation& sp, const DraftTelemetry&
   previous->outcome_hit = sp.cache_hit ? 1 : 0;
   previous->bonus_rank = sp.bonus_rank;
   previous->fanout = sp.fanout;
-  previous->budget = draft.budget;
+  previous->fanout_total = draft.fanout_total;
   previous->branches = draft.branches;
   previous->cache_build_s = draft.cache_build_s;
 }
@@ -79,8 +79,8 @@ void Recorder::round(const SequenceBatch& batch, int round, int lookahead,
     const DraftTelemetry& t = d.telemetry;
     records_->draft_ranks.push_back({totals_.rep, group_, round, d.draft_rank, d.sequences,
                                      t.draft_start_s - clock_zero_, t.draft_end_s - clock_zero_,
-                                     t.idle_s, t.cache_build_s, t.fallback_s, t.branches, t.budget,
-                                     d.bytes});
+                                     t.idle_s, t.cache_build_s, t.fallback_s, t.branches,
+                                     t.fanout_total, d.bytes});
   }
   for (const SequenceVerdict& v : verdicts) {
     // Separate drafts: the rank that served this row, whose own fallback it waited for.

@@ -41,11 +41,11 @@ struct RoundRecord {
   // in the cache built during this round's verification (-1: not looked up, e.g. the
   // sequence ended or SD), the bonus's rank in the draft's list at position k (0: beyond the
   // examined list), that cache's fan-out F_0..F_K, its total branches over all sequences, its
-  // per-sequence budget, and how long the build took.
+  // total fan-out per sequence (B, /rounds/budget), and how long the build took.
   int outcome_hit = -1;
   int bonus_rank = 0;
   std::vector<int32_t> fanout;
-  int budget = 0, branches = 0;
+  int fanout_total = 0, branches = 0;
   double cache_build_s = 0.0;
   double fallback_s = 0.0;            // producing this round's speculation after a miss
   double start_s = 0.0, end_s = 0.0;  // the round on the target leader
@@ -67,10 +67,10 @@ struct DraftRankRecord {
   int draft_rank = 0;
   int sequences = 0;  // rows it answered for
   double draft_start_s = 0.0, draft_end_s = 0.0;
-  double idle_s = 0.0;         // waiting for the outcome before answering it
-  double cache_build_s = 0.0;  // SSD: the cache build that preceded this round
-  double fallback_s = 0.0;     // SSD: its fallback drafting in this round
-  int branches = 0, budget = 0;
+  double idle_s = 0.0;                 // waiting for the outcome before answering it
+  double cache_build_s = 0.0;          // SSD: the cache build that preceded this round
+  double fallback_s = 0.0;             // SSD: its fallback drafting in this round
+  int branches = 0, fanout_total = 0;  // fanout_total: B per sequence, /draft_ranks/budget
   int64_t message_bytes = 0;
 };
 

@@ -10,24 +10,24 @@
 
 namespace ssd {
 
-int SaguaroDrafter::current_budget() const {
-  return s_.budget > 0 ? s_.budget : auto_budget_;
+int SaguaroDrafter::current_fanout_total() const {
+  return s_.budget_setting > 0 ? s_.budget_setting : auto_fanout_total_;
 }
 
 void SaguaroDrafter::choose_auto_budget(int rows, int batch) {
-  if (s_.budget > 0) return;
+  if (s_.budget_setting > 0) return;
   const int K = primary_.lookahead();
   // Until a verification and two branch steps have been timed there is nothing to predict
   // from: one guess per position, cheap, and a first point for the step-cost fit.
   if (step_cost_.samples() < 2 || meter_.verify_s() <= 0) {
-    auto_budget_ = K + 1;
+    auto_fanout_total_ = K + 1;
     return;
   }
   BudgetInputs in;
   in.lookahead = K;
   in.rows = std::max(rows, 1);
   in.batch = std::max(batch, in.rows);
-  in.max_budget = (capacity_ - scratch_begin_) / K;
+  in.max_fanout_total = (capacity_ - scratch_begin_) / K;
   in.verify_s = meter_.verify_s();
   in.glue_s = glue_s_;
   in.step_a_s = step_cost_.a();
@@ -47,7 +47,8 @@ void SaguaroDrafter::choose_auto_budget(int rows, int batch) {
   const BudgetPrediction best = best_budget(in);
   // Grow at most geometrically, so the step-cost fit sees each size before relying on it far
   // beyond; shrink at once.
-  auto_budget_ = std::min(best.budget, std::max(2 * auto_budget_, auto_budget_ + K + 1));
+  auto_fanout_total_ =
+      std::min(best.fanout_total, std::max(2 * auto_fanout_total_, auto_fanout_total_ + K + 1));
 }
 
 void SaguaroDrafter::glue(const std::vector<int>& rows) {
@@ -172,7 +173,7 @@ void SaguaroDrafter::build_cache(PeerLink& link, double sent_at) {
   // Which outcomes to prepare for: the F_k likeliest bonus tokens at each position k.
   const std::vector<BranchRef> refs = prepare_branches(rows);
   last_branches_ = int(refs.size());
-  last_budget_ = rows.empty() ? 0 : int(refs.size() / rows.size());
+  last_fanout_total_ = rows.empty() ? 0 : int(refs.size() / rows.size());
   draft_branches(refs, poll);
   last_build_s_ = global_now() - start;
 }

@@ -21,9 +21,9 @@ int list_limit(const SaguaroSettings& s) {
   for (const FanoutSpec* f : {&s.fanout, &s.backup_fanout}) {
     widest = std::max(widest, f->uniform);
     for (int v : f->list) widest = std::max(widest, v);
-    widest = std::max(widest, f->budget);
+    widest = std::max(widest, f->fanout_total);
   }
-  widest = std::max(widest, s.budget);
+  widest = std::max(widest, s.budget_setting);
   return std::max(64, widest + 1);
 }
 
@@ -41,12 +41,13 @@ void SaguaroDrafter::start(const StartMessage& m) {
   const int K = m.lookahead;
   // One guess per position until there is a prediction; later repetitions keep what the
   // earlier ones learned.
-  if (auto_budget_ < 0) auto_budget_ = K + 1;
+  if (auto_fanout_total_ < 0) auto_fanout_total_ = K + 1;
   // Committed tokens and the speculation live below scratch_begin_, branches above it. The
   // next speculation is drafted on top of the one being verified: K more committed slots.
   scratch_begin_ = int(sequence_kv_capacity(longest_sequence(m) + K, K));
-  const int max_budget = s_.budget > 0 ? std::max(s_.budget, list_limit_) : kMaxAutoBudget;
-  capacity_ = scratch_begin_ + max_budget * K;
+  const int max_fanout_total =
+      s_.budget_setting > 0 ? std::max(s_.budget_setting, list_limit_) : kMaxAutoBudget;
+  capacity_ = scratch_begin_ + max_fanout_total * K;
   primary_.start(m, capacity_);
   rows_.assign(m.prompts.size(), Row{});
 }
@@ -55,9 +56,9 @@ std::vector<int32_t> SaguaroDrafter::shape_for(SpeculationSource source) const {
   const bool backup = source == SpeculationSource::Backup;
   const FanoutSpec& spec = backup ? s_.backup_fanout : s_.fanout;
   const FanoutLaw law = (backup ? backup_stats_ : primary_stats_).law(s_.alpha, s_.r);
-  const int budget = spec.budget > 0 ? spec.budget : current_budget();
+  const int fanout_total = spec.fanout_total > 0 ? spec.fanout_total : current_fanout_total();
   std::vector<int> shape =
-      resolve_fanout(spec, primary_.lookahead(), budget, law.acceptance, law.r);
+      resolve_fanout(spec, primary_.lookahead(), fanout_total, law.acceptance, law.r);
   return std::vector<int32_t>(shape.begin(), shape.end());
 }
 
@@ -178,7 +179,7 @@ SpeculationMessage SaguaroDrafter::respond(const OutcomeMessage& outcome,
   spec.vocab = vocab_;
   telemetry.cache_build_s = last_build_s_;
   telemetry.branches = last_branches_;
-  telemetry.budget = last_budget_;
+  telemetry.fanout_total = last_fanout_total_;
   spec.sequences.resize(outcome.sequences.size());
   meter_.target_busy(outcome.target_busy_s);
   int local_live = 0;

@@ -53,8 +53,11 @@ struct SaguaroSettings {
   FanoutSpec backup_fanout;  // shape after a backup-drafted round
   double alpha = -1.0;       // acceptance for geometric fan-out; < 0 = estimate
   double r = -1.0;           // power-law exponent; < 0 = estimate
-  int budget = 0;            // total fan-out per sequence; 0 = auto (ssd/budget.h)
-  double saguaro_c = 1.0;    // Definition 14's C
+  // The --budget setting: a fixed total fan-out per sequence, or 0 = auto (ssd/budget.h picks
+  // one each round, up to kMaxAutoBudget). Not the number itself (a cache's fanout_total,
+  // B = sum F_k) nor the verification window's limit (window_fanout_limit, ssd/fanout.h).
+  int budget_setting = 0;
+  double saguaro_c = 1.0;  // Definition 14's C
   FallbackMode fallback = FallbackMode::Auto;
   BackupKind backup = BackupKind::Random;
   SaguaroTrace* trace = nullptr;  // tests only
@@ -121,13 +124,14 @@ class SaguaroDrafter {
   int32_t sample(Sequence& seq, const float* logits, int fanout_here, std::vector<float>* probs_out,
                  int64_t spec, int k);
   // The fan-out shape for a speculation drafted by `source` (the backup's shape after a backup
-  // round, the primary's otherwise) at the current budget and (a, r) estimates.
+  // round, the primary's otherwise) at the current total fan-out and (a, r) estimates.
   std::vector<int32_t> shape_for(SpeculationSource source) const;
   // True when Definition 14 down-weights anything: a sampling draft with C < 1.
   bool saguaro_downweights() const { return s_.draft_temperature > 0 && s_.saguaro_c < 1.0; }
-  int current_budget() const;
-  // --budget auto: the budget of highest predicted rate (ssd/budget.h) for `rows` sequences,
-  // from this run's measurements so far; once per round, before the cache is built.
+  // The total fan-out per sequence in force: the fixed --budget, else auto's latest choice.
+  int current_fanout_total() const;
+  // --budget auto: the total fan-out of highest predicted rate (ssd/budget.h) for `rows`
+  // sequences, from this run's measurements so far; once per round, before the cache is built.
   // rows: this rank's sequences (their branches are its build); batch: the whole batch's
   // live sequences, whose misses stall the round together (OutcomeMessage::batch_live).
   void choose_auto_budget(int rows, int batch);
@@ -157,10 +161,10 @@ class SaguaroDrafter {
   StepCostFit step_cost_;
   FallbackPolicy policy_;
   double glue_s_ = 0.0;
-  int auto_budget_ = -1;  // < 0 until the first start
+  int auto_fanout_total_ = -1;  // --budget auto's choice; < 0 until the first start
   // The last cache build, reported with the next speculation.
   double last_build_s_ = 0.0;
-  int last_branches_ = 0, last_budget_ = 0;
+  int last_branches_ = 0, last_fanout_total_ = 0;
   int batch_live_ = 1;  // last outcome's batch_live (this rank's live rows if it was 0)
   // The verification window in progress: when the speculation went out, when the outcome was
   // first seen waiting (-1: not yet).

@@ -47,7 +47,7 @@ SpeedupInputs SpeculationMeter::speedup_inputs() const {
   in.e_hit = 1.0 + (primary_rounds_ ? double(primary_accepted_) / double(primary_rounds_) : 0.0);
   in.e_miss = e_miss_backup();
   const double window = windows_ ? window_sum_ / double(windows_) : 0.0;
-  in.t_p = window > 0 ? mean_primary_fallback_s() / window : 0.0;
+  in.t_jit = window > 0 ? mean_primary_fallback_s() / window : 0.0;
   in.t_b = window > 0 ? mean_backup_fallback_s() / window : 0.0;
   return in;
 }

@@ -29,7 +29,8 @@ class SpeculationMeter {
   //   p_hit   hits / lookups
   //   E_hit   1 + mean accepted of primary-drafted rounds (cache hits and just-in-time drafts)
   //   E_miss  1 + mean accepted of backup-drafted rounds
-  //   T_p     the primary's just-in-time drafting of a round's misses (the slow fallback)
+  //   T_jit   the primary's just-in-time drafting of a round's misses (the slow fallback;
+  //           not /summary's t_p, the cache build)
   //   T_b     the backup's drafting of a round's misses (the fast fallback)
   SpeedupInputs speedup_inputs() const;
 

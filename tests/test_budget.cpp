@@ -17,7 +17,7 @@ TEST(PredictBudgets, KnownAnswerForOneGuess) {
   BudgetInputs in;
   in.lookahead = 1;
   in.rows = 2;
-  in.max_budget = 1;
+  in.max_fanout_total = 1;
   in.verify_s = 1.0;
   in.glue_s = 0.1;
   in.step_a_s = 0.2;
@@ -38,13 +38,13 @@ TEST(PredictBudgets, KnownAnswerForOneGuess) {
   EXPECT_DOUBLE_EQ(p[1].build_s, 0.4);
   EXPECT_DOUBLE_EQ(p[1].round_s, 1.0 + (1 - 0.0625) * 0.4);
   EXPECT_DOUBLE_EQ(p[1].tokens_per_s, 2 * 1.5 / p[1].round_s);
-  EXPECT_EQ(best_budget(in).budget, 1);
+  EXPECT_EQ(best_budget(in).fanout_total, 1);
 }
 
 TEST(PredictBudgets, HitRatesAreThoseOfTheOptimalShapes) {
   BudgetInputs in;
   in.lookahead = 4;
-  in.max_budget = 40;
+  in.max_fanout_total = 40;
   in.verify_s = 1.0;
   in.acceptance = 0.8;
   in.r = 0.6;
@@ -61,7 +61,7 @@ TEST(BestBudget, PaysForABuildLongerThanTheVerification) {
   BudgetInputs in;
   in.lookahead = 4;
   in.rows = 1;
-  in.max_budget = 64;
+  in.max_fanout_total = 64;
   in.verify_s = 1.0;
   in.glue_s = 0.1;
   in.step_a_s = 0.5;  // one branch step is half a verification: K of them never fit
@@ -70,10 +70,10 @@ TEST(BestBudget, PaysForABuildLongerThanTheVerification) {
   in.r = 2.0;
   in.primary_fallback_s = 4 * 0.51;  // K just-in-time steps of one row
   in.backup_fallback_allowed = false;
-  ASSERT_EQ(window_fanout_budget(in.verify_s, in.glue_s, in.step_a_s, in.step_b_s, 4, 1, 64), 0);
+  ASSERT_EQ(window_fanout_limit(in.verify_s, in.glue_s, in.step_a_s, in.step_b_s, 4, 1, 64), 0);
   const std::vector<BudgetPrediction> all = predict_budgets(in);
   const BudgetPrediction best = best_budget(in);
-  EXPECT_GT(best.budget, 0);
+  EXPECT_GT(best.fanout_total, 0);
   EXPECT_GT(best.build_s, in.verify_s);
   EXPECT_GT(best.tokens_per_s, all[0].tokens_per_s);
   for (const BudgetPrediction& p : all) EXPECT_LE(p.tokens_per_s, best.tokens_per_s);
@@ -91,19 +91,19 @@ TEST(BestBudget, ZeroWhenNoCachePaysForItself) {
   in.primary_fallback_allowed = false;
   in.backup_fallback_s = 0.0;
   in.e_miss_backup = 1 + 0.7 + 0.49 + 0.343;
-  EXPECT_EQ(best_budget(in).budget, 0);
+  EXPECT_EQ(best_budget(in).fanout_total, 0);
 }
 
 TEST(BestBudget, FreeBranchesFillTheCapacity) {
   BudgetInputs in;
   in.lookahead = 3;
-  in.max_budget = 25;
+  in.max_fanout_total = 25;
   in.verify_s = 1.0;
   in.primary_fallback_s = 0.5;
-  EXPECT_EQ(best_budget(in).budget, 25);
+  EXPECT_EQ(best_budget(in).fanout_total, 25);
 }
 
-RunRecords ssd_rounds(int n, int budget, int hits) {
+RunRecords ssd_rounds(int n, int fanout_total, int hits) {
   RunRecords records;
   records.reps.push_back({});
   for (int i = 0; i < n; ++i) {
@@ -112,7 +112,7 @@ RunRecords ssd_rounds(int n, int budget, int hits) {
     r.drafted = 3;
     r.source = i == 0 ? 0 : 2;
     r.outcome_hit = i < hits ? 1 : 0;
-    r.budget = budget;
+    r.fanout_total = fanout_total;
     r.fanout = {1, 1, 1, 1};
     r.verify_s = 0.01;
     records.rounds.push_back(r);
@@ -142,7 +142,7 @@ TEST(PredictBudgets, TheWholeBatchWaitsOnAMiss) {
   BudgetInputs in;
   in.lookahead = 3;
   in.rows = 4;  // this rank's sequences
-  in.max_budget = 48;
+  in.max_fanout_total = 48;
   in.verify_s = 1.0;
   in.step_a_s = 0.02;
   in.step_b_s = 0.002;

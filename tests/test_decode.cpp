@@ -81,7 +81,7 @@ class Decode : public ::testing::Test {
   TokenLists run_ssd(RunRecords* records = nullptr) {
     ModelGroup group(draft_, MPI_COMM_NULL);
     SaguaroSettings s;
-    s.budget = 8;
+    s.budget_setting = 8;
     SaguaroDrafter drafter(group, s);
     InProcessSaguaro endpoint(drafter);
     return run(&endpoint, records);

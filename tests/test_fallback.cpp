@@ -25,7 +25,7 @@ TEST(Speedup, Theorem7ByHand) {
   // (0.8*4 + 0.2*2) / (0.8*max(1, 0.5) + 0.2*(1 + 0.1)) = 3.6 / 1.02
   EXPECT_NEAR(ssd_speedup_batch(in, 1), 3.6 / 1.02, 1e-12);
   SpeedupInputs slow = in;
-  slow.t_p = 1.5;  // drafting outlasts verification: a hit costs T_p
+  slow.t_jit = 1.5;  // drafting outlasts verification: a hit costs T_jit
   EXPECT_NEAR(ssd_speedup_batch(slow, 1), 3.6 / (0.8 * 1.5 + 0.2 * 1.1), 1e-12);
   // Corollary 8: primary = backup = the SD draft is at least SD's E / (1 + T).
   const SpeedupInputs same{0.6, 3.0, 3.0, 0.4, 0.4};
@@ -49,7 +49,7 @@ TEST(Speedup, SharedTableWithAnalysis) {
   const nlohmann::json table = nlohmann::json::parse(in);
   int thresholds = 0;
   for (const auto& c : table.at("cases")) {
-    const SpeedupInputs inputs{c.at("p_hit"), c.at("e_hit"), c.at("e_miss"), c.at("t_p"),
+    const SpeedupInputs inputs{c.at("p_hit"), c.at("e_hit"), c.at("e_miss"), c.at("t_jit"),
                                c.at("t_b")};
     const int b = c.at("b");
     EXPECT_NEAR(ssd_speedup_batch(inputs, b), double(c.at("corollary16")), 1e-12) << c.dump();

@@ -96,8 +96,8 @@ TEST(ParseFanout, AcceptsTheThreeForms) {
   EXPECT_EQ(l.list, (std::vector<int>{4, 3, 2, 1, 0}));
   FanoutSpec g = parse_fanout("geometric:20");
   EXPECT_EQ(g.kind, FanoutSpec::Kind::Geometric);
-  EXPECT_EQ(g.budget, 20);
-  EXPECT_EQ(parse_fanout("geometric").budget, 0);  // from --budget
+  EXPECT_EQ(g.fanout_total, 20);
+  EXPECT_EQ(parse_fanout("geometric").fanout_total, 0);  // from --budget
 }
 
 TEST(ParseFanout, ErrorsNameTheValueAndTheExpectation) {
@@ -391,27 +391,27 @@ TEST(FanoutEstimator, AcceptanceIsTheCappedGeometricMle) {
 }  // namespace
 }  // namespace ssd
 
-TEST(WindowFanoutBudget, FitsKBranchStepsInNinetyPercentOfTheWindow) {
+TEST(WindowFanoutLimit, FitsKBranchStepsInNinetyPercentOfTheWindow) {
   // Window 10 ms, glue 1 ms, K = 4: each branch step may take (9 - 1) / 4 = 2 ms. With
   // a = 0.5 ms and b = 0.01 ms per row, 150 rows fit; over 3 sequences that is 50 each.
-  EXPECT_EQ(ssd::window_fanout_budget(10e-3, 1e-3, 0.5e-3, 0.01e-3, 4, 3, 1000), 50);
+  EXPECT_EQ(ssd::window_fanout_limit(10e-3, 1e-3, 0.5e-3, 0.01e-3, 4, 3, 1000), 50);
   // One sequence more than the rows allow rounds down: 150 / 4 = 37.
-  EXPECT_EQ(ssd::window_fanout_budget(10e-3, 1e-3, 0.5e-3, 0.01e-3, 4, 4, 1000), 37);
+  EXPECT_EQ(ssd::window_fanout_limit(10e-3, 1e-3, 0.5e-3, 0.01e-3, 4, 4, 1000), 37);
   // The cache capacity caps it.
-  EXPECT_EQ(ssd::window_fanout_budget(10e-3, 1e-3, 0.5e-3, 0.01e-3, 4, 3, 20), 20);
+  EXPECT_EQ(ssd::window_fanout_limit(10e-3, 1e-3, 0.5e-3, 0.01e-3, 4, 3, 20), 20);
 }
 
-TEST(WindowFanoutBudget, ZeroWhenNoBranchStepFits) {
+TEST(WindowFanoutLimit, ZeroWhenNoBranchStepFits) {
   // A step's fixed cost alone exceeds the per-step share of the window.
-  EXPECT_EQ(ssd::window_fanout_budget(10e-3, 1e-3, 2.5e-3, 0.01e-3, 4, 1, 1000), 0);
+  EXPECT_EQ(ssd::window_fanout_limit(10e-3, 1e-3, 2.5e-3, 0.01e-3, 4, 1, 1000), 0);
   // The glue step alone fills the window.
-  EXPECT_EQ(ssd::window_fanout_budget(10e-3, 9.5e-3, 0.1e-3, 0.01e-3, 4, 1, 1000), 0);
+  EXPECT_EQ(ssd::window_fanout_limit(10e-3, 9.5e-3, 0.1e-3, 0.01e-3, 4, 1, 1000), 0);
   // No measured window yet, or nothing to draft.
-  EXPECT_EQ(ssd::window_fanout_budget(0.0, 0.0, 0.1e-3, 0.01e-3, 4, 1, 1000), 0);
-  EXPECT_EQ(ssd::window_fanout_budget(10e-3, 1e-3, 0.1e-3, 0.01e-3, 0, 1, 1000), 0);
+  EXPECT_EQ(ssd::window_fanout_limit(0.0, 0.0, 0.1e-3, 0.01e-3, 4, 1, 1000), 0);
+  EXPECT_EQ(ssd::window_fanout_limit(10e-3, 1e-3, 0.1e-3, 0.01e-3, 0, 1, 1000), 0);
 }
 
-TEST(WindowFanoutBudget, FreeRowsFillTheCapacity) {
+TEST(WindowFanoutLimit, FreeRowsFillTheCapacity) {
   // Branch rows that cost nothing beyond the step's fixed cost: the capacity is the limit.
-  EXPECT_EQ(ssd::window_fanout_budget(10e-3, 1e-3, 0.5e-3, 0.0, 4, 8, 64), 64);
+  EXPECT_EQ(ssd::window_fanout_limit(10e-3, 1e-3, 0.5e-3, 0.0, 4, 8, 64), 64);
 }

@@ -30,7 +30,7 @@ TEST(SdLookahead, KnownAnswers) {
   c = choose_sd_lookahead(two_ks(1.0, 1.1, 0.01), prior);
   EXPECT_DOUBLE_EQ(c.predicted_tok_s[2], 1.75 / 1.12);
   EXPECT_EQ(c.lookahead, 2);
-  EXPECT_TRUE(c.budget.empty());
+  EXPECT_TRUE(c.fanout_total.empty());
 }
 
 TEST(SdLookahead, BatchScalesTheRateNotTheChoice) {
@@ -64,10 +64,11 @@ LookaheadCosts branch_costs(std::vector<double> verify) {
 
 // What SSD's choice must hand ssd/budget.h at K for branch_costs, spelled out: the glue is one
 // draft step, the primary's fallback K of them, and only the primary falls back.
-BudgetInputs expected_inputs(int K, double verify, int max_budget, const LookaheadPrior& prior) {
+BudgetInputs expected_inputs(int K, double verify, int max_fanout_total,
+                             const LookaheadPrior& prior) {
   BudgetInputs in;
   in.lookahead = K;
-  in.max_budget = max_budget;
+  in.max_fanout_total = max_fanout_total;
   in.verify_s = verify;
   in.glue_s = 0.3;
   in.step_a_s = 0.05;
@@ -86,11 +87,11 @@ TEST(SsdLookahead, EachKAtItsBestBudget) {
   prior.r = 0.7;
   prior.fallback = FallbackMode::Primary;
   const LookaheadChoice c = choose_ssd_lookahead(costs, prior, 0, 64);
-  ASSERT_EQ(c.budget.size(), 4u);
+  ASSERT_EQ(c.fanout_total.size(), 4u);
   for (int K = 1; K <= 3; ++K) {
     const BudgetPrediction best =
         best_budget(expected_inputs(K, costs.verify_s[size_t(K)], 64, prior));
-    EXPECT_EQ(c.budget[size_t(K)], best.budget) << "K = " << K;
+    EXPECT_EQ(c.fanout_total[size_t(K)], best.fanout_total) << "K = " << K;
     EXPECT_DOUBLE_EQ(c.predicted_tok_s[size_t(K)], best.tokens_per_s) << "K = " << K;
   }
   int argmax = 1;
@@ -111,8 +112,8 @@ TEST(SsdLookahead, ADraftTooSlowForAnyCacheGetsTheSdLikeRound) {
   prior.acceptance = 0.5;
   prior.fallback = FallbackMode::Primary;
   const LookaheadChoice c = choose_ssd_lookahead(costs, prior, 0, 32);
-  EXPECT_EQ(c.budget[1], 0);
-  EXPECT_EQ(c.budget[2], 0);
+  EXPECT_EQ(c.fanout_total[1], 0);
+  EXPECT_EQ(c.fanout_total[2], 0);
   EXPECT_DOUBLE_EQ(c.predicted_tok_s[1], 1.5 / (1.0 + 0.4));
   EXPECT_DOUBLE_EQ(c.predicted_tok_s[2], 1.75 / (1.1 + 0.8));
   EXPECT_EQ(c.lookahead, 1);
@@ -124,7 +125,7 @@ TEST(SsdLookahead, AFixedBudgetIsPredictedAtThatBudget) {
   LookaheadPrior prior;
   prior.fallback = FallbackMode::Primary;
   const LookaheadChoice c = choose_ssd_lookahead(branch_costs({0.0, 1.0, 1.05}), prior, 3, 64);
-  EXPECT_EQ(c.budget[2], 3);
+  EXPECT_EQ(c.fanout_total[2], 3);
   EXPECT_DOUBLE_EQ(c.predicted_tok_s[2],
                    predict_budgets(expected_inputs(2, 1.05, 3, prior))[3].tokens_per_s);
 }

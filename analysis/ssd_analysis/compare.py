@@ -144,7 +144,7 @@ def forecast(char, target, draft, K, b, context, args):
     sd = P.predict_sd(lay, b, K, alpha, args.temperature)
     ssd = P.predict_ssd(lay, b, K, alpha, r, temperature=args.temperature,
                         max_budget=PI.B_CAP)
-    return ({"AR": ar.tok_s, "SD": sd.tok_s, "SSD": ssd.tok_s, "K_pred": K, "B": ssd.budget,
+    return ({"AR": ar.tok_s, "SD": sd.tok_s, "SSD": ssd.tok_s, "K_pred": K, "B": ssd.fanout_total,
              "fallback": ssd.fallback}, (alpha, r, sources))
 
 

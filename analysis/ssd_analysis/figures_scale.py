@@ -68,7 +68,8 @@ def _curve(t_step, d_step, hw, vocab, run, Ds, alpha, r, alpha_b, r_b, K, max_bu
         ssd = P.predict_ssd(lay, run.batch_size, K, alpha, r, run.fallback,
                             temperature=run.temperature, alpha_b=alpha_b, r_b=r_b,
                             max_budget=max_budget)
-        out.append((D, ssd.tok_s / ar.tok_s, ssd.window_budget, ssd.p_hit, ssd.budget))
+        out.append((D, ssd.tok_s / ar.tok_s, ssd.window_fanout_limit, ssd.p_hit,
+                    ssd.fanout_total))
     return out
 
 

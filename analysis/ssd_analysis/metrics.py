@@ -156,11 +156,14 @@ def corollary9_bounds(t_sd, e_hit_, e_sd_, p):
     return upper * p, upper
 
 
-def speedup_slow_backup(p, e_hit_, t_p, b):
+def speedup_slow_backup(p, e_hit_, t_jit, b):
     """Theorem 17's proof: the primary (slow, accurate) drafts misses just in time; every round
-    yields E_hit and a miss costs 1 + T_p: E_hit / (p^b max(1, T_p) + (1 - p^b)(1 + T_p)),
-    which is the paper's E_hit / (1 + T_p - T_p p^b) for T_p <= 1."""
-    return e_hit_ / corollary16_latency(p, t_p, t_p, b)
+    yields E_hit and a miss costs 1 + T_jit: E_hit / (p^b max(1, T_jit) + (1 - p^b)(1 + T_jit)),
+    which is the paper's E_hit / (1 + T_p - T_p p^b) for T_p <= 1. t_jit is the primary's
+    just-in-time drafting over the verification (/summary t_jit, ssd/fallback.h
+    SpeedupInputs::t_jit), standing in for the paper's one primary latency T_p in both terms;
+    not /summary t_p (the cache build)."""
+    return e_hit_ / corollary16_latency(p, t_jit, t_jit, b)
 
 
 def speedup_fast_backup(p, e_hit_, e_miss_, b):
@@ -169,15 +172,17 @@ def speedup_fast_backup(p, e_hit_, e_miss_, b):
     return expected_tokens(p, e_hit_, e_miss_)
 
 
-def b_star(p, e_hit_, e_miss_, t_p):
+def b_star(p, e_hit_, e_miss_, t_jit):
     """Theorem 17: the batch size at which the two fallbacks are equally fast,
-        b* = log(1 + 1/T_p - E_hit / (T_p (p E_hit + (1-p) E_miss))) / log(p_hit);
-    the slow (primary) fallback is better for b < b*, the fast backup from b* on.
-    Returns inf when the primary wins at every b >= 1, 0 when the backup always wins."""
+        b* = log(1 + 1/T_jit - E_hit / (T_jit (p E_hit + (1-p) E_miss))) / log(p_hit)
+    (the paper's T_p, taken as the primary's just-in-time drafting t_jit, as in
+    speedup_slow_backup); the slow (primary) fallback is better for b < b*, the fast backup
+    from b* on. Returns inf when the primary wins at every b >= 1, 0 when the backup always
+    wins."""
     n = expected_tokens(p, e_hit_, e_miss_)
-    if t_p <= 0.0 or n <= 0.0:
+    if t_jit <= 0.0 or n <= 0.0:
         return math.inf if e_hit_ >= n else 0.0
-    x_star = 1.0 + 1.0 / t_p - e_hit_ / (t_p * n)   # the slow fallback wins iff p^b > x*
+    x_star = 1.0 + 1.0 / t_jit - e_hit_ / (t_jit * n)   # the slow fallback wins iff p^b > x*
     if p >= 1.0:
         return math.inf if 1.0 > x_star else 0.0
     if p <= 0.0:

@@ -51,13 +51,14 @@ def hit_rate(shape, alpha, r):
                      for w, f in zip(outcome_weights(alpha, len(shape) - 1), shape)))
 
 
-def geometric_shapes(K, max_budget, alpha, r):
-    """[(shape, p_hit)] for budgets 0..max_budget: Theorem 12's optimum under the shifted law,
-    built one unit at a time to the largest marginal gain (ssd/fanout.h geometric_fanout)."""
+def geometric_shapes(K, max_fanout_total, alpha, r):
+    """[(shape, p_hit)] for total fan-outs B = 0..max_fanout_total: Theorem 12's optimum under
+    the shifted law, built one unit at a time to the largest marginal gain (ssd/fanout.h
+    geometric_fanout)."""
     r = max(r, 1e-3)
     w = outcome_weights(alpha, K)
     shape, p, out = [0] * (K + 1), 0.0, [([0] * (K + 1), 0.0)]
-    for _ in range(max_budget):
+    for _ in range(max_fanout_total):
         gains = [w[k] * ((shape[k] + 1.0) ** -r - (shape[k] + 2.0) ** -r) for k in range(K + 1)]
         k = max(range(K + 1), key=lambda i: (gains[i], -i))
         shape[k] += 1
@@ -157,13 +158,13 @@ class Prediction:
     mode: str
     tok_s: float
     K: int = 0
-    budget: int = 0
+    fanout_total: int = 0         # B = sum F_k per sequence of the cache (/rounds/budget)
     shape: list = field(default_factory=list)
     fallback: str = "-"
     p_hit: float = math.nan
     t_p: float = math.nan
     t_b: float = math.nan
-    window_budget: int = 0
+    window_fanout_limit: int = 0  # the largest B one verification hides (window_fanout_limit)
     b_star: float = math.nan
     round_s: float = math.nan
 
@@ -210,9 +211,12 @@ def predict_sd(lay, b, K, alpha, temperature=0.0, synthetic=False):
     return Prediction("sd", b * speedup / ar, K=K, round_s=verify + draft)
 
 
-def window_budget(lay, b, K, verify_s=None, cap=4096):
-    """The largest per-sequence budget whose cache build (glue + K branch steps on each draft
-    rank's ceil(b/D) sequences) fits within 90% of the verification: the 'hidden' fan-out."""
+def window_fanout_limit(lay, b, K, verify_s=None, cap=4096):
+    """The verification window's limit (ssd/fanout.h window_fanout_limit): the largest total
+    fan-out per sequence whose cache build (glue + K branch steps on each draft rank's
+    ceil(b/D) sequences) fits within 90% of the verification, the 'hidden' fan-out. A limit on
+    B, not a cache's own B (Prediction.fanout_total) nor the --budget setting (predict_ssd's
+    budget=, None = auto)."""
     s = math.ceil(b / lay.draft_ranks)
     target, draft = lay.side_by_side()
     verify0 = target(b * (K + 1), b) if verify_s is None else verify_s
@@ -293,10 +297,10 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
             round_s = verify * lat + comm
             rate = b * tokens / round_s
             if best is None or rate > best.tok_s * (1 + 1e-9):
-                best = Prediction("ssd", rate, K=K, budget=B, shape=sh, fallback=name,
+                best = Prediction("ssd", rate, K=K, fanout_total=B, shape=sh, fallback=name,
                                   p_hit=p, t_p=t_p, t_b=t_b, round_s=round_s)
                 best_t_jit = t_jit
-    best.window_budget = window_budget(lay, b, K, verify0)
+    best.window_fanout_limit = window_fanout_limit(lay, b, K, verify0)
     best.b_star = M.b_star(hit_rate(best.shape, alpha, r), e_hit, e_miss_backup, best_t_jit)
     return best
 

@@ -197,7 +197,7 @@ def _predict_row(args, lay, b, D, alpha, r, ks, maxb):
     sd_band = PI.band(lambda a, _: sd_at(a).tok_s, alpha)
     ssd_band = PI.band(lambda a, r_: _best_ssd(args, lay, b, a, r_, ks, maxb).tok_s, alpha)
     row = {"b": b, "D": D, "AR": ar.tok_s, "SD": sd.tok_s, "K_sd": sd.K, "SSD": ssd.tok_s,
-           "K": ssd.K, "B_win": ssd.window_budget, "B": ssd.budget,
+           "K": ssd.K, "B_win": ssd.window_fanout_limit, "B": ssd.fanout_total,
            "shape": "/".join(map(str, ssd.shape)), "p_hit": ssd.p_hit, "T_p": ssd.t_p,
            "fallback": ssd.fallback, "b*": ssd.b_star, "SSD/SD": ssd.tok_s / sd.tok_s,
            "SSD/AR": ssd.tok_s / ar.tok_s, "SD_band": f"{sd_band[0]:.0f}-{sd_band[1]:.0f}",

@@ -106,13 +106,14 @@ def cap_notes(row, ssd, ks_given, ks, max_budget, uncapped_k, uncapped_b):
             row["K_txt"] = f"{ssd.K}*"
             notes.append(f"{where}: K = {ssd.K} is -k auto's cap (ssd/lookahead.h); the "
                          f"model's optimum is K = {u.K} at {u.tok_s:.1f} tok/s (run -k {u.K})")
-    if ssd.budget >= max_budget > 0:
+    if ssd.fanout_total >= max_budget > 0:
         u = uncapped_b()
         if u.tok_s > ssd.tok_s * 1.005:
-            row["B_txt"] = f"{ssd.budget}*"
-            notes.append(f"{where}: B = {ssd.budget} is the budget cap; the model's optimum is "
-                         f"B = {u.budget} at {u.tok_s:.1f} tok/s, which only a fixed --budget "
-                         f"{u.budget} runs (--budget auto stops at {B_CAP}, ssd/budget.h)")
+            row["B_txt"] = f"{ssd.fanout_total}*"
+            notes.append(f"{where}: B = {ssd.fanout_total} is the budget cap; the model's "
+                         f"optimum is B = {u.fanout_total} at {u.tok_s:.1f} tok/s, which only a "
+                         f"fixed --budget {u.fanout_total} runs (--budget auto stops at {B_CAP}, "
+                         "ssd/budget.h)")
     return notes
 
 

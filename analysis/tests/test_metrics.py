@@ -134,22 +134,22 @@ class Corollary9(unittest.TestCase):
 
 class Theorem17(unittest.TestCase):
     def test_speedups_equal_at_b_star(self):
-        for p, e_hit, e_miss, t_p in ((0.8, 4.0, 1.5, 0.6), (0.6, 3.0, 1.2, 0.9),
-                                      (0.95, 5.0, 2.0, 0.3)):
-            b = M.b_star(p, e_hit, e_miss, t_p)
-            self.assertTrue(0 < b < math.inf, (p, e_hit, e_miss, t_p, b))
-            slow = M.speedup_slow_backup(p, e_hit, t_p, b)
+        for p, e_hit, e_miss, t_jit in ((0.8, 4.0, 1.5, 0.6), (0.6, 3.0, 1.2, 0.9),
+                                        (0.95, 5.0, 2.0, 0.3)):
+            b = M.b_star(p, e_hit, e_miss, t_jit)
+            self.assertTrue(0 < b < math.inf, (p, e_hit, e_miss, t_jit, b))
+            slow = M.speedup_slow_backup(p, e_hit, t_jit, b)
             fast = M.speedup_fast_backup(p, e_hit, e_miss, b)
             self.assertAlmostEqual(slow, fast, places=9)
             # the slow (primary) fallback wins below b*, the fast backup above
-            self.assertGreater(M.speedup_slow_backup(p, e_hit, t_p, b / 2), fast)
-            self.assertLess(M.speedup_slow_backup(p, e_hit, t_p, 2 * b), fast)
+            self.assertGreater(M.speedup_slow_backup(p, e_hit, t_jit, b / 2), fast)
+            self.assertLess(M.speedup_slow_backup(p, e_hit, t_jit, 2 * b), fast)
 
     def test_closed_form(self):
-        p, e_hit, e_miss, t_p = 0.8, 4.0, 1.5, 0.6
+        p, e_hit, e_miss, t_jit = 0.8, 4.0, 1.5, 0.6
         n = p * e_hit + (1 - p) * e_miss
-        expect = math.log(1 + 1 / t_p - e_hit / (t_p * n)) / math.log(p)
-        self.assertAlmostEqual(M.b_star(p, e_hit, e_miss, t_p), expect)
+        expect = math.log(1 + 1 / t_jit - e_hit / (t_jit * n)) / math.log(p)
+        self.assertAlmostEqual(M.b_star(p, e_hit, e_miss, t_jit), expect)
 
     def test_no_crossing(self):
         # backup as good as the primary: the backup always wins
@@ -362,12 +362,15 @@ class SharedSpeedupTable(unittest.TestCase):
             cases = json.load(f)["cases"]
         self.assertGreater(len(cases), 100)
         for c in cases:
-            args = (c["p_hit"], c["e_hit"], c["e_miss"], c["t_p"], c["t_b"], c["b"])
+            # the table's one primary latency (keyed t_jit, make_speedup_cases.py) is
+            # Corollary 16's T_p as well
+            args = (c["p_hit"], c["e_hit"], c["e_miss"], c["t_jit"], c["t_b"], c["b"])
             self.assertAlmostEqual(M.corollary16_speedup(*args), c["corollary16"], places=12)
-            self.assertAlmostEqual(M.speedup_slow_backup(c["p_hit"], c["e_hit"], c["t_p"], c["b"]),
-                                   c["slow_fallback"], places=12)
+            self.assertAlmostEqual(
+                M.speedup_slow_backup(c["p_hit"], c["e_hit"], c["t_jit"], c["b"]),
+                c["slow_fallback"], places=12)
             if "b_star" in c:
-                self.assertAlmostEqual(M.b_star(c["p_hit"], c["e_hit"], c["e_miss"], c["t_p"]),
+                self.assertAlmostEqual(M.b_star(c["p_hit"], c["e_hit"], c["e_miss"], c["t_jit"]),
                                        c["b_star"], places=9)
 
 if __name__ == "__main__":

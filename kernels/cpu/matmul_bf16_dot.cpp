@@ -258,7 +258,15 @@ void run_tile(float* out, const RoundedX& x, int r0, int tile_rows, const PanelR
 // 15%: the hint stays the multi-row tiles' 1.
 constexpr size_t kOneRowPrefetchAhead = 2 * 1024;
 
-// One or two rows: panel p beside panel p + half, two streams in flight.
+// One or two rows: panel p beside panel p + half, two streams in flight, prefetched as one row's
+// (kOneRowPrefetchAhead). Two rows used the multi-row tiles' 32 KiB and cost as much as four:
+// bench_gemm, 1 thread, Zen 4, four interleaved passes, 2 rows at 2 KiB against 32 KiB, median
+// 0.70-0.96 of the time over 12 shapes (1b.qo 446-511 -> 345-408 us, 1b.gate 1727-1984 ->
+// 1361-1501, 124m.head 2630-2793 -> 2027-2612), 12m.gate (a 350 KB matrix, 15 us) 1.12.
+// bench_decode llama-3.2-1b bf16, 2 rows, four interleaved pairs: 125-130 -> 102-120 ms (one
+// row 88-102). The 3-5-row tiles keep 32 KiB: 2 KiB there was mixed (3 rows of the 768-wide
+// llama-124m projections 0.82-0.88, 4 and 5 rows of its kv and llama-12m's gate 2-2.3x slower),
+// and the blocked tiles ran 1.3-1.7x slower with it.
 void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, int in, int out_dim,
                     int threads) {
   const int count = panels(out_dim), half = (count + 1) / 2;
@@ -266,8 +274,7 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
   for (int p = 0; p < half; ++p) {
     if (p + half < count) {
       const PanelRef ref[2] = {panel_ref(w, p, in, out_dim), panel_ref(w, p + half, in, out_dim)};
-      run_tile<2>(out, x, 0, rows, ref, in, out_dim,
-                  rows > 1 ? simd::kPrefetchAhead : kOneRowPrefetchAhead);
+      run_tile<2>(out, x, 0, rows, ref, in, out_dim, kOneRowPrefetchAhead);
     } else {
       const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
       run_tile<1>(out, x, 0, rows, ref, in, out_dim, rows > 1 ? simd::kPrefetchAhead : 0);

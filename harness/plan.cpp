@@ -220,8 +220,6 @@ void plan_lookahead(const RunConfig& c, RunPlan& plan) {
 
 }  // namespace
 
-Settings describe_flags(const RunConfig& flags, const RunPlan& plan);  // harness/describe.cpp
-
 RunPlan make_run_plan(const RunConfig& flags) {
   RunConfig c = flags;
   resolve_ranks(c);
@@ -252,18 +250,6 @@ RunSetup given_setup(const RunPlan& plan, std::string backend, int num_prompts) 
 DecodeSettings decode_settings(const RunPlan& plan, const RunSetup& setup) {
   DecodeSettings settings = plan.decode;
   settings.lookahead = setup.lookahead;
-  return settings;
-}
-
-Settings run_settings(const RunPlan& plan, const RunSetup& setup) {
-  Settings settings = plan.settings;
-  for (auto& [name, value] : settings) {
-    if (name == "backend") value = setup.backend;
-    if (name == "num_prompts") value = std::to_string(setup.num_prompts);
-    if (name == "lookahead") value = std::to_string(setup.lookahead);
-    if (name == "lookahead_choice") value = setup.lookahead_choice;
-    if (name == "lookahead_costs") value = setup.lookahead_costs;
-  }
   return settings;
 }
 

@@ -82,6 +82,10 @@ RunSetup given_setup(const RunPlan& plan, std::string backend, int num_prompts);
 // The decoding with the setup's K.
 DecodeSettings decode_settings(const RunPlan& plan, const RunSetup& setup);
 
+// The flags by name as the plan resolved them (make_run_plan keeps them as plan.settings; the
+// backend, num_prompts and K are the flags' until run_settings puts in the setup's).
+Settings describe_flags(const RunConfig& flags, const RunPlan& plan);
+
 // The plan's settings with what the setup settled (backend, num_prompts, K and how it was
 // chosen): the console header and the file's /config.
 Settings run_settings(const RunPlan& plan, const RunSetup& setup);

@@ -26,8 +26,8 @@ class PerturbedSource : public WeightSource {
 
   // w' = w * (1 + sigma * z), z standard normal per element: relative noise, so every tensor
   // (norm weights included) is perturbed in proportion to its own scale.
-  std::vector<float> read(const std::string& name, const Slice& s) override {
-    std::vector<float> values = base_->read(name, s);
+  void read_into(const std::string& name, const Slice& s, std::vector<float>& values) override {
+    base_->read_into(name, s, values);
     const int64_t cols = cols_.at(name);
     const uint64_t key = tensor_key(seed_ ^ 0x7065727475726200ULL, name);
     for (int64_t r = 0; r < s.row_count; ++r) {
@@ -36,7 +36,6 @@ class PerturbedSource : public WeightSource {
         values[size_t(r * s.col_count + c)] *=
             1.0f + float(sigma_) * counter_normal(key, first + uint64_t(c));
     }
-    return values;
   }
 
  private:

@@ -66,11 +66,10 @@ class SafetensorsSource : public WeightSource {
   // fp32, which this does not look at).
   DType dtype() const override { return checkpoint_.info("model.embed_tokens.weight").dtype; }
 
-  std::vector<float> read(const std::string& name, const Slice& s) override {
+  void read_into(const std::string& name, const Slice& s, std::vector<float>& out) override {
     checked_shape(shapes_, name, s);
-    std::vector<float> out(size_t(s.row_count * s.col_count));
+    out.resize(size_t(s.row_count * s.col_count));
     checkpoint_.read_f32(name, s.row_begin, s.row_count, s.col_begin, s.col_count, out.data());
-    return out;
   }
 
  private:
@@ -153,11 +152,11 @@ class SyntheticSource : public WeightSource {
   const ModelConfig& config() const override { return config_; }
   DType dtype() const override { return dtype_; }
 
-  std::vector<float> read(const std::string& name, const Slice& s) override {
+  void read_into(const std::string& name, const Slice& s, std::vector<float>& out) override {
     const int64_t cols = checked_shape(shapes_, name, s).back();
     const Distribution d = distribution(config_, name, cols);
     const uint64_t key = tensor_key(seed_, name);
-    std::vector<float> out(size_t(s.row_count * s.col_count));
+    out.resize(size_t(s.row_count * s.col_count));
     float* dst = out.data();
 #pragma omp parallel for schedule(static) if (s.row_count * s.col_count >= (1 << 16))
     for (int64_t r = 0; r < s.row_count; ++r) {
@@ -169,7 +168,6 @@ class SyntheticSource : public WeightSource {
         if (dtype_ == DType::BF16) row[c] = round_to_bf16(row[c]);
       }
     }
-    return out;
   }
 
  private:

@@ -57,7 +57,8 @@ class Loader {
     return upload(name, slice, weights_.dtype, true);
   }
   Buffer upload(const std::string& name, const Slice& slice, DType storage, bool matrix) {
-    const std::vector<float> values = source_.read(name, slice);
+    source_.read_into(name, slice, values_);
+    const std::vector<float>& values = values_;
     Buffer buffer = matrix ? backend_.upload_matrix(values.data(), int(slice.row_count),
                                                     int(slice.col_count), storage)
                            : backend_.upload_weight_as(values.data(), values.size(), storage);
@@ -69,6 +70,7 @@ class Loader {
   Backend& backend_;
   Shard shard_;
   Weights& weights_;
+  std::vector<float> values_;  // one tensor's fp32 values, reused (WeightSource::read_into)
 };
 
 void release_buffer(Backend& backend, Buffer& buffer) {

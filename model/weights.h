@@ -26,14 +26,22 @@ struct Slice {
   int64_t col_begin = 0, col_count = 0;
 };
 
-// Where weight values come from. read() returns the fp32 values of `slice` of the HF tensor
-// `name`, row-major, converting from the stored dtype; only the slice is read or generated.
+// Where weight values come from. read_into() fills `out` (resized to fit) with the fp32 values
+// of `slice` of the HF tensor `name`, row-major, converting from the stored dtype; only the
+// slice is read or generated.
 class WeightSource {
  public:
   virtual ~WeightSource() = default;
   virtual std::string describe() const = 0;  // "safetensors:DIR", "synthetic:PRESET seed=S"
   virtual const ModelConfig& config() const = 0;
-  virtual std::vector<float> read(const std::string& name, const Slice& slice) = 0;
+  // The loader reuses one `out` for every tensor. A fresh vector per tensor made the kernel
+  // zero ~7 GB of new pages while loading Qwen2.5-Coder-1.5B: half of the load's time.
+  virtual void read_into(const std::string& name, const Slice& slice, std::vector<float>& out) = 0;
+  std::vector<float> read(const std::string& name, const Slice& slice) {
+    std::vector<float> out;
+    read_into(name, slice, out);
+    return out;
+  }
   // The type the weights are stored in (a checkpoint's, or a synthetic config's
   // torch_dtype): what --weight-dtype auto keeps them in.
   virtual DType dtype() const { return DType::F32; }

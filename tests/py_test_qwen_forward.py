@@ -3,11 +3,12 @@
 bf16 checkpoints of Q4_K_M GGUF files) against tests/reference/gguf_forward.py, an
 independent float64 numpy forward pass that reads the GGUF file itself and rounds its weights
 to bf16 as the checkpoint does. For each model, on 4 chat-templated coding requests:
-tests/forward_logits' logits along the reference's greedy tokens (32 per prompt) agree with the
-reference's within a tolerance and pick the same tokens; ssd-bench's greedy AR tokens equal
-them on the 0.5b model. Prints, for the
-0.5b model and with SSD_BENCH_SLOW_TESTS=1, how far the reference's logits move when the GGUF values are kept exactly instead
-of rounded to bf16 (informational: what the bf16 checkpoint costs against the GGUF model).
+tests/forward_logits' logits along the reference's greedy tokens (32 per prompt for the 0.5b,
+16 for the 1.5b) agree with the reference's within a tolerance and pick the same tokens;
+ssd-bench's greedy AR tokens equal them on the 0.5b model. Prints, for the 0.5b model and with
+SSD_BENCH_SLOW_TESTS=1, how far the reference's logits move when the GGUF values are kept
+exactly instead of rounded to bf16 (informational: what the bf16 checkpoint costs against the
+GGUF model).
 
 Needs `gguf`, `tokenizers` and `jinja2`, which live in the project's venv
 (scripts/python-env.sh): run under Debian's python, this script re-executes itself there."""
@@ -34,7 +35,10 @@ REQUESTS = ["Write a Python function that checks whether a number is prime.",
             "Write a C function that reverses a string in place.",
             "Fix the bug: def mean(xs): return sum(xs) / len(xs) + 1",
             "Explain in one sentence what a hash map is."]
-STEPS = 32
+# Greedy steps per prompt. The 1.5b takes 16: its float64 reference costs ~5.5 s a step on
+# 2 cores (185 s for 32 steps, CI's longest test), and 16 steps of 4 prompts still compare
+# 64 rows of logits along real text.
+STEPS = {"qwen2.5-coder-0.5b": 32, "qwen2.5-coder-1.5b": 16}
 # The exact-weights run is informational, so it is kept cheap: the 0.5b model only (on the
 # 1.5b it added 52 s, mostly its load), 8 steps along the bf16 run's tokens. Measured max
 # |logit diff| exact vs bf16: 0.086 (0.5b); 0.076 for the 1.5b, 8 steps; 0.082 for the 0.5b
@@ -93,7 +97,8 @@ class QwenForward(unittest.TestCase):
     def ssd_bench_greedy(self, model_dir, prompts_path, count):
         start = time.time()
         proc = mpi_run.launch(ARGS, 1, ["--target", model_dir, "--prompts", prompts_path,
-                                        "--max-new-tokens", str(STEPS), "--ignore-eos",
+                                        "--max-new-tokens", str(STEPS[GREEDY_MODEL]),
+                                        "--ignore-eos",
                                         "--reps", "1", "--warmup", "0", "--threads", "1",
                                         "--show-tokens"], timeout=600)
         self.assertEqual(proc.returncode, 0, proc.stderr)
@@ -123,7 +128,7 @@ class QwenForward(unittest.TestCase):
         gguf = os.path.join(model_dir, "model.gguf")
         prompts_path, prompts, tokenizer = self.prompts(model_dir, name)
         ref = self.reference(gguf, prompts_path, os.path.join(ARGS.work, f"{name}-bf16.npz"),
-                             "bf16", STEPS)
+                             "bf16", STEPS[name])
         ref_tokens, ref_logits = ref["tokens"], ref["logits"].astype(np.float64)
         for i, row in enumerate(ref_tokens):
             log(f"  [{i}] {tokenizer.decode([int(t) for t in row])!r}")

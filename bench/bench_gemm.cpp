@@ -1,10 +1,10 @@
 // GEMM microbenchmarks: the batch-invariant kernel with fp32 and bf16 weights, packed (what the
 // forward pass uses) and row-major, the bf16 x bf16 -> fp32 kernel of --compute bf16 (dot_bf16:
 // activations rounded to bf16, AVX512_BF16's vdpbf16ps, on weights packed by
-// pack_matrix_bf16_dot), and OpenBLAS sgemm (fp32), at llama-124m's and Llama-3.2-1B's linear
-// shapes, for the row counts decoding uses: 1 (AR), 2, 3 and 5 (K + 1 at K = 2, SSD's -k auto
-// choice on the Qwen pair, and at K = 4), 4, 8, 16 (batch x (K+1), SSD branches), 32, 80
-// (batch 16 x (K+1)) and 128 (prefill); and at the
+// pack_matrix_bf16_dot), and OpenBLAS sgemm (fp32), at llama-124m's, Llama-3.2-1B's and
+// Qwen2.5-Coder-1.5B's (the real pair's target: q1.5b.*) linear shapes, for the row counts decoding
+// uses: 1 (AR), 2, 3 and 5 (K + 1 at K = 2, SSD's -k auto choice on the Qwen pair, and at K = 4),
+// 4, 8, 16 (batch x (K+1), SSD branches), 32, 80 (batch 16 x (K+1)) and 128 (prefill); and at the
 // llama-12m draft's shapes with 10, 20 and 40 rows as well: an SSD cache build runs K batched
 // steps of one row per branch, as many rows as the budget times the batch.
 //
@@ -240,7 +240,9 @@ int main(int argc, char** argv) {
                           {"12m.kv", 256, 128, true},       {"12m.gate", 256, 688, true},
                           {"12m.down", 688, 256, true},     {"12m.head", 256, 32000, true},
                           {"1b.qo", 2048, 2048, false},     {"1b.gate", 2048, 8192, false},
-                          {"1b.down", 8192, 2048, false}};
+                          {"1b.down", 8192, 2048, false},   {"q1.5b.qo", 1536, 1536, false},
+                          {"q1.5b.kv", 1536, 256, false},   {"q1.5b.gate", 1536, 8960, false},
+                          {"q1.5b.down", 8960, 1536, false}};
   const std::vector<int> target_rows = {1, 2, 3, 4, 5, 8, 16, 32, 80, 128};
   const std::vector<int> draft_rows = {1, 2, 4, 5, 8, 10, 16, 20, 32, 40, 80, 128};
   struct Kernel {

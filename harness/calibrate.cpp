@@ -158,11 +158,16 @@ std::string describe_costs(const LookaheadCosts& costs) {
   return text + item;
 }
 
-AutoLookahead choose_lookahead(const RunPlan& plan, Launch& launch, int context, int max_k) {
-  const double start = now_seconds();
-  const LookaheadCosts costs = measure_lookahead_costs(plan, launch, context, max_k);
-  const double seconds = now_seconds() - start;
-  LookaheadPrior prior;  // its defaults where neither flags nor synthetic outcomes give them
+namespace {
+
+bool acceptance_given(const RunPlan& plan) {
+  return plan.saguaro.alpha >= 0 || plan.decode.outcomes.synthetic;
+}
+
+// The flags' acceptance and r where given, the synthetic outcomes' where drawn, else the
+// defaults of LookaheadPrior.
+LookaheadPrior plan_prior(const RunPlan& plan) {
+  LookaheadPrior prior;
   const OutcomeModel& outcomes = plan.decode.outcomes;
   if (plan.saguaro.alpha >= 0)
     prior.acceptance = plan.saguaro.alpha;
@@ -173,18 +178,52 @@ AutoLookahead choose_lookahead(const RunPlan& plan, Launch& launch, int context,
   else if (outcomes.synthetic)
     prior.r = outcomes.r;
   prior.fallback = plan.saguaro.fallback;
-  // Every rank computes the same choice from the same broadcast numbers.
-  const LookaheadChoice choice =
-      plan.mode == Mode::SSD
-          ? choose_ssd_lookahead(costs, prior, plan.saguaro.budget_setting, kMaxAutoBudget)
-          : choose_sd_lookahead(costs, prior);
+  return prior;
+}
+
+// Every rank computes the same choice from the same broadcast numbers.
+LookaheadChoice choose(const RunPlan& plan, const LookaheadCosts& costs,
+                       const LookaheadPrior& prior) {
+  return plan.mode == Mode::SSD
+             ? choose_ssd_lookahead(costs, prior, plan.saguaro.budget_setting, kMaxAutoBudget)
+             : choose_sd_lookahead(costs, prior);
+}
+
+}  // namespace
+
+AutoLookahead choose_lookahead(const RunPlan& plan, Launch& launch, int context, int max_k) {
+  const double start = now_seconds();
+  const LookaheadCosts costs = measure_lookahead_costs(plan, launch, context, max_k);
+  const double seconds = now_seconds() - start;
+  const LookaheadPrior prior = plan_prior(plan);
+  const LookaheadChoice choice = choose(plan, costs, prior);
   char head[160];
   std::snprintf(head, sizeof head,
                 "auto: K = %d of the predicted rates at acceptance %.2f%s: ", choice.lookahead,
-                prior.acceptance, plan.saguaro.alpha >= 0 || outcomes.synthetic ? "" : " (prior)");
+                prior.acceptance, acceptance_given(plan) ? "" : " (prior)");
   char took[64];
   std::snprintf(took, sizeof took, " (context %d, measured in %.1f s)", context, seconds);
-  return {choice.lookahead, head + describe_choice(choice), describe_costs(costs) + took};
+  return {choice.lookahead, head + describe_choice(choice), describe_costs(costs) + took, costs};
+}
+
+std::optional<RunSetup> refine_lookahead(const RunPlan& plan, const RunSetup& setup,
+                                         const RepTotals& warm_up) {
+  if (!plan.lookahead_auto || acceptance_given(plan) || warm_up.rounds < kMinAcceptanceRounds)
+    return std::nullopt;
+  LookaheadPrior prior = plan_prior(plan);
+  const double prior_acceptance = prior.acceptance;
+  prior.acceptance = measured_acceptance(warm_up, prior.acceptance);
+  const LookaheadChoice choice = choose(plan, setup.lookahead_measured, prior);
+  char head[224];
+  std::snprintf(head, sizeof head,
+                "auto: K = %d of the predicted rates at acceptance %.2f, measured by the "
+                "warm-up's %lld sequence-rounds at K = %d (chosen at the prior %.2f): ",
+                choice.lookahead, prior.acceptance, (long long)warm_up.rounds, setup.lookahead,
+                prior_acceptance);
+  RunSetup refined = setup;
+  refined.lookahead = choice.lookahead;
+  refined.lookahead_choice = head + describe_choice(choice);
+  return refined;
 }
 
 }  // namespace ssd

@@ -10,6 +10,7 @@
 // target sample has the draft beside it. A collocated draft is timed after the target.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "harness/launch.h"
@@ -25,15 +26,25 @@ LookaheadCosts measure_lookahead_costs(const RunPlan& plan, Launch& launch, int 
 // The costs in milliseconds, one line: "verify b(K+1) rows: 1: 95.1, 2: ...; draft step ...".
 std::string describe_costs(const LookaheadCosts& costs);
 
-// -k auto's K, how it was chosen (the predictions) and what from (the costs), for the run's
-// setup (harness/plan.h): the header and /config show both.
+// -k auto's K, how it was chosen (the predictions) and what from (the costs, as text for the
+// header and /config, and as measured, which the run's setup keeps for refine_lookahead).
 struct AutoLookahead {
   int lookahead = 0;
   std::string choice, costs;
+  LookaheadCosts measured;
 };
 
 // -k auto, whole: measures, chooses K with the plan's acceptance prior (--fanout-alpha, the
 // synthetic outcomes' alpha, else 0.8). Every rank returns the same choice.
 AutoLookahead choose_lookahead(const RunPlan& plan, Launch& launch, int context, int max_k);
+
+// -k auto from the run's own first rounds: K chosen again from the same costs at the
+// acceptance the warm-up's rounds measured (measured_acceptance), where the prior was only a
+// guess (no --fanout-alpha, real outcomes). The Qwen pair's code prompts accept ~0.9 per token
+// against the prior's 0.8, which moves the best K. None when the prior stands or the warm-up
+// had too few rounds (or K was not -k auto's). The target leader alone calls it: K reaches the
+// draft ranks in each group's start message.
+std::optional<RunSetup> refine_lookahead(const RunPlan& plan, const RunSetup& setup,
+                                         const RepTotals& warm_up);
 
 }  // namespace ssd

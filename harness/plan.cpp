@@ -244,7 +244,8 @@ RunPlan make_run_plan(const RunConfig& flags) {
 }
 
 RunSetup given_setup(const RunPlan& plan, std::string backend, int num_prompts) {
-  return {std::move(backend), num_prompts, plan.decode.lookahead, plan.lookahead_choice, "none"};
+  return {std::move(backend),    num_prompts, plan.decode.lookahead,
+          plan.lookahead_choice, "none",      LookaheadCosts{}};
 }
 
 DecodeSettings decode_settings(const RunPlan& plan, const RunSetup& setup) {

@@ -15,6 +15,7 @@
 #include "harness/launch.h"
 #include "kernels/errors.h"
 #include "ssd/decode.h"
+#include "ssd/lookahead.h"
 #include "ssd/saguaro_drafter.h"
 
 namespace ssd {
@@ -62,13 +63,16 @@ struct RunPlan {
   const std::string& setting(const std::string& name) const;
 };
 
-// What the launch settled after the plan was made.
+// What the launch settled after the plan was made. -k auto's K is settled twice: by the
+// calibration before decoding (settle_setup), and again after the warm-up at the acceptance
+// it measured (refine_lookahead); the header follows the second.
 struct RunSetup {
   std::string backend;           // this run's backend ("cpu", "cuda"): what --backend auto chose
   int num_prompts = 0;           // random prompts, or the --prompts file's lines
   int lookahead = 0;             // K: the plan's, or -k auto's choice
   std::string lookahead_choice;  // how K came about
   std::string lookahead_costs = "none";  // -k auto: the step costs it was chosen from
+  LookaheadCosts lookahead_measured;     // -k auto: the same costs, for refine_lookahead
 };
 
 // Checks the flags against each other and against the launched world; throws InputError naming

@@ -131,6 +131,7 @@ RunSetup settle_setup(const RunPlan& plan, Launch& launch, const Prompts& prompt
   setup.lookahead = k.lookahead;
   setup.lookahead_choice = k.choice;
   setup.lookahead_costs = k.costs;
+  setup.lookahead_measured = k.measured;
   return setup;
 }
 
@@ -159,24 +160,30 @@ class Progress {
   std::string phase_;
 };
 
-// What the target leader measures: warm-up runs, then the recorded repetitions.
-RunRecords run_repetitions(const RunPlan& plan, const RunSetup& setup, const Prompts& prompts,
-                           ModelGroup& target, DraftEndpoint* draft, bool& identical) {
+// The warm-up runs, unrecorded; their totals summed (refine_lookahead's acceptance).
+RepTotals warm_up(const RunPlan& plan, const RunSetup& setup, const Prompts& prompts,
+                  ModelGroup& target, DraftEndpoint* draft, double clock_zero, Progress& progress) {
   const DecodeSettings settings = decode_settings(plan, setup);
-  // Decode tokens of all runs, first tokens (from the prefill) excluded: an upper bound.
-  const int64_t total = int64_t(plan.warmup + plan.reps) * int64_t(prompts.size()) *
-                        std::max(0, settings.limits.max_new_tokens - 1);
-  Progress progress(plan.output.progress_s, total);
-  progress.phase("warm-up");
   const auto on_tokens = [&](int64_t tokens) { progress.add(tokens); };
-
-  const double clock_zero = global_now();
-  RunRecords records;
+  RepTotals sum;
   TokenLists generated;
   for (int w = 0; w < plan.warmup; ++w) {
     Recorder warmup(-1, clock_zero, nullptr, on_tokens);
-    decode_repetition(target, draft, prompts, settings, warmup, generated);
+    const RepTotals t = decode_repetition(target, draft, prompts, settings, warmup, generated);
+    sum.rounds += t.rounds, sum.accepted += t.accepted, sum.rejections += t.rejections;
   }
+  return sum;
+}
+
+// What the target leader measures: the recorded repetitions. Their clock's zero is the
+// warm-up's start.
+RunRecords run_repetitions(const RunPlan& plan, const RunSetup& setup, const Prompts& prompts,
+                           ModelGroup& target, DraftEndpoint* draft, double clock_zero,
+                           Progress& progress, bool& identical) {
+  const DecodeSettings settings = decode_settings(plan, setup);
+  const auto on_tokens = [&](int64_t tokens) { progress.add(tokens); };
+  RunRecords records;
+  TokenLists generated;
   identical = true;
   for (int rep = 0; rep < plan.reps; ++rep) {
     progress.phase("rep " + std::to_string(rep + 1) + "/" + std::to_string(plan.reps));
@@ -192,8 +199,9 @@ RunRecords run_repetitions(const RunPlan& plan, const RunSetup& setup, const Pro
   return records;
 }
 
-// The target leader: decodes every repetition, then reports and writes the file.
-int lead(const RunPlan& plan, const RunSetup& setup, Launch& launch, const Prompts& prompts,
+// The target leader: warms up, settles -k auto's K at the warm-up's acceptance, prints the
+// header, decodes every repetition, then reports and writes the file.
+int lead(const RunPlan& plan, RunSetup setup, Launch& launch, const Prompts& prompts,
          const RunInfo& info, Report& report, const std::vector<std::string>& argv) {
   ModelGroup target_group(*launch.target_model, launch.layout.group);
   std::unique_ptr<ModelGroup> draft_group;
@@ -213,9 +221,19 @@ int lead(const RunPlan& plan, const RunSetup& setup, Launch& launch, const Promp
         std::make_unique<Drafter>(*draft_group, plan.draft_temperature, plan.decode.limits.seed);
     endpoint = std::make_unique<LocalDraft>(*drafter);
   }
+  // Decode tokens of all runs, first tokens (from the prefill) excluded: an upper bound.
+  const int64_t total = int64_t(plan.warmup + plan.reps) * int64_t(prompts.size()) *
+                        std::max(0, plan.decode.limits.max_new_tokens - 1);
+  Progress progress(plan.output.progress_s, total);
+  progress.phase("warm-up");
+  const double clock_zero = global_now();
+  const RepTotals warm =
+      warm_up(plan, setup, prompts, target_group, endpoint.get(), clock_zero, progress);
+  if (std::optional<RunSetup> refined = refine_lookahead(plan, setup, warm)) setup = *refined;
+  report.header(info, plan, setup, launch.target, launch.draft);
   bool identical = true;
-  const RunRecords records =
-      run_repetitions(plan, setup, prompts, target_group, endpoint.get(), identical);
+  const RunRecords records = run_repetitions(plan, setup, prompts, target_group, endpoint.get(),
+                                             clock_zero, progress, identical);
   target_group.stop();
   if (endpoint) endpoint->shutdown();
 
@@ -270,7 +288,6 @@ int run_benchmark(const Cli& cli) {
   const RunInfo info = launch.run_info();
 
   Report report(plan.output.format, std::cout);
-  if (launch.layout.is_run_leader()) report.header(info, plan, setup, launch.target, launch.draft);
   int code = 0;
   if (launch.layout.role == Role::Draft)
     serve_draft_rank(plan, launch);

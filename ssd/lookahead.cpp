@@ -77,6 +77,12 @@ LookaheadChoice choose_ssd_lookahead(const LookaheadCosts& costs, const Lookahea
   return choice;
 }
 
+double measured_acceptance(const RepTotals& totals, double fallback) {
+  const int64_t trials = totals.accepted + totals.rejections;
+  if (totals.rounds < kMinAcceptanceRounds || trials <= 0) return fallback;
+  return double(totals.accepted) / double(trials);
+}
+
 std::vector<double> nondecreasing_costs(const std::vector<double>& v) {
   std::vector<double> level, weight;
   for (double x : v) {

@@ -13,6 +13,7 @@
 
 #include "ssd/fallback.h"
 #include "ssd/fanout.h"
+#include "ssd/records.h"
 
 namespace ssd {
 
@@ -55,6 +56,12 @@ LookaheadChoice choose_sd_lookahead(const LookaheadCosts& costs, const Lookahead
 // budget_setting > 0 (--budget N): every K is predicted at that B instead; 0 = auto.
 LookaheadChoice choose_ssd_lookahead(const LookaheadCosts& costs, const LookaheadPrior& prior,
                                      int budget_setting, int max_fanout_total);
+
+// The per-token acceptance a that speculation rounds measured: accepted / (accepted + rounds
+// with a rejection), the maximum-likelihood estimate of A.2's capped geometric model (as
+// FanoutEstimator::acceptance). `fallback` below kMinAcceptanceRounds sequence-rounds.
+double measured_acceptance(const RepTotals& totals, double fallback);
+constexpr int64_t kMinAcceptanceRounds = 16;
 
 // Measured costs of steps of growing rows, made non-decreasing: a verification of more rows
 // never costs less, but a sample taken while the draft rank was in a heavier step can make it

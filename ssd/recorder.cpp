@@ -63,6 +63,7 @@ void Recorder::round(const SequenceBatch& batch, int round, int lookahead,
   for (const SequenceVerdict& v : verdicts) {
     emitted += v.emitted;
     totals_.accepted += v.accepted;
+    if (v.accepted < lookahead) ++totals_.rejections;
     totals_.per_sequence_decode_tokens += double(v.emitted) / batch.rows();
   }
   totals_.rounds += int64_t(verdicts.size());

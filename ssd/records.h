@@ -87,6 +87,9 @@ struct RepTotals {
   // Speculative modes: sequence-rounds, draft tokens proposed and accepted, time drafting
   // and verifying (per round, not per sequence).
   int64_t rounds = 0, drafted = 0, accepted = 0;
+  // Sequence-rounds in which verification rejected a drafted token (k < K): with `accepted`,
+  // the per-token acceptance's estimate (measured_acceptance, ssd/lookahead.h).
+  int64_t rejections = 0;
   double draft_s = 0.0, verify_s = 0.0;
   double decode_tokens_per_s() const { return decode_s > 0 ? decode_tokens / decode_s : 0.0; }
   double prefill_tokens_per_s() const { return prefill_s > 0 ? prefill_tokens / prefill_s : 0.0; }

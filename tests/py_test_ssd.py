@@ -80,9 +80,19 @@ def bf16_compute_jobs():
     return jobs
 
 
+def with_flag(flags, name, value):
+    """flags with `name`'s value replaced."""
+    out = list(flags)
+    out[out.index(name) + 1] = value
+    return out
+
+
 def auto_lookahead_jobs():
-    """-k auto: SSD's default (no -k), SD's on request, and a --fanout list that fixes K."""
+    """-k auto: SSD's default (no -k), SD's on request, a --fanout list that fixes K, and SSD's
+    default with a warm-up, after which K is chosen again at the acceptance it measured."""
+    warm = with_flag(with_flag(GREEDY, "--warmup", "1"), "--max-new-tokens", "64")
     return {
+        "greedy/ssd_kwarm_b1_tp1": (2, [*warm, "--mode", "ssd", "--draft", "perturb:0.1"]),
         "greedy/ssd_kdefault_b1_tp1": (2, [*GREEDY, "--mode", "ssd", "--draft", "perturb:0.1"]),
         "greedy/sd_kauto_b3_tp2": (2, [*GREEDY, "--mode", "sd", "--draft", "perturb:0.1", "-k",
                                        "auto", "--batch-size", "3", "--target-tp", "2"]),
@@ -158,10 +168,13 @@ class GreedyLossless(unittest.TestCase):
         """-k auto measures the step costs on the launch, picks K among 1-8, runs with it (the
         rounds draft K tokens) and says how in the header and /config; the tokens stay AR's."""
         ar = {tp: tokens_of(self.checked(f"greedy/ar_tp{tp}")) for tp in (1, 2)}
-        for name in ("greedy/ssd_kdefault_b1_tp1", "greedy/sd_kauto_b3_tp2"):
+        for name in ("greedy/ssd_kdefault_b1_tp1", "greedy/sd_kauto_b3_tp2",
+                     "greedy/ssd_kwarm_b1_tp1"):
             path = self.checked(name)
             tp = 2 if name.endswith("tp2") else 1
-            self.assertTrue(np.array_equal(tokens_of(path), ar[tp]), name)
+            # The warm-up's run decodes 64 tokens: AR's 24 are its first (greedy).
+            got = tokens_of(path)[:, :ar[tp].shape[1]]
+            self.assertTrue(np.array_equal(got, ar[tp]), name)
             with h5py.File(path, "r") as f:
                 config = f["config"].attrs
                 k = int(config["lookahead"])
@@ -174,6 +187,13 @@ class GreedyLossless(unittest.TestCase):
             self.assertLessEqual(int(r["drafted"].max()), k, name)
             self.assertIn(f"lookahead_choice=auto: K = {k} ",
                           self.results[name][1].stdout, name)
+        # After the warm-up, K is chosen again at the acceptance its rounds measured; the
+        # header, printed after it, shows that choice.
+        with h5py.File(self.checked("greedy/ssd_kwarm_b1_tp1"), "r") as f:
+            choice = str(f["config"].attrs["lookahead_choice"])
+        self.assertRegex(choice, r"^auto: K = \d of the predicted rates at acceptance "
+                         r"[01]\.\d\d, measured by the warm-up's \d+ sequence-rounds at K = \d "
+                         r"\(chosen at the prior 0\.80\): ")
         path = self.checked("greedy/ssd_klist_b1_tp1")
         self.assertTrue(np.array_equal(tokens_of(path), ar[1]))
         with h5py.File(path, "r") as f:

@@ -143,6 +143,28 @@ TEST(Lookahead, RefusesCostsWithoutAVerification) {
 namespace ssd {
 namespace {
 
+// -k auto's refinement after the warm-up: the capped geometric's maximum-likelihood a, not
+// accepted / drafted.
+TEST(MeasuredAcceptance, CountsOneFailurePerRejectingRound) {
+  RepTotals t;
+  t.rounds = 20, t.drafted = 80;       // K = 4
+  t.accepted = 60, t.rejections = 10;  // 10 rounds took all 4, 10 stopped at a rejection
+  EXPECT_DOUBLE_EQ(measured_acceptance(t, 0.8), 60.0 / 70.0);
+  t.rejections = 0;  // every draft accepted
+  EXPECT_DOUBLE_EQ(measured_acceptance(t, 0.8), 1.0);
+  t.accepted = 0, t.rejections = 20;  // none
+  EXPECT_DOUBLE_EQ(measured_acceptance(t, 0.8), 0.0);
+}
+
+TEST(MeasuredAcceptance, TooFewRoundsKeepTheFallback) {
+  RepTotals t;
+  t.rounds = kMinAcceptanceRounds - 1, t.accepted = 30, t.rejections = 5;
+  EXPECT_DOUBLE_EQ(measured_acceptance(t, 0.8), 0.8);
+  t.rounds = kMinAcceptanceRounds;
+  EXPECT_DOUBLE_EQ(measured_acceptance(t, 0.8), 30.0 / 35.0);
+  EXPECT_DOUBLE_EQ(measured_acceptance(RepTotals{}, 0.7), 0.7);
+}
+
 TEST(NondecreasingCosts, PoolsInversionsKeepsOrderedSamples) {
   EXPECT_EQ(nondecreasing_costs({1.0, 2.0, 3.0}), (std::vector<double>{1.0, 2.0, 3.0}));
   // 234 then 174-194: pooled to their mean while it exceeds the next.

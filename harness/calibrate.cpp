@@ -16,8 +16,10 @@ namespace ssd {
 namespace {
 
 // Samples per step: the median of three already steadies a step of tens of milliseconds; the
-// draft beside a busy target takes as many more as the target leaves it time for.
+// draft beside a busy target takes as many more as the target leaves it time for. The target
+// takes five of each verification, interleaved (see time_verifications).
 constexpr int kRepeats = 3;
+constexpr int kVerifyRepeats = 5;
 // Branch rows per sequence of the cost fit (x the batch): the budgets --budget auto reaches.
 constexpr int kBranchMultiples[] = {1, 2, 4, 8, 16};
 constexpr int kMaxBranchRows = 256;
@@ -35,18 +37,23 @@ double time_forward(ModelGroup& g, const ForwardBatch& batch, std::vector<float>
   return now_seconds() - start;
 }
 
-// The target leader's part: the verification of b x (K + 1) rows for every K.
+// The target leader's part: the verification of b x (K + 1) rows for every K, in rounds over
+// all K, so that a slow spell of the host (its bandwidth moves within seconds) lands on every
+// K alike instead of on the few it happened to meet. Taken K by K, one Qwen-pair launch
+// measured 162 / 237 / 257 ms for K = 1-3 where others a minute apart measured 126-141 /
+// 170-178 / 170-178, and chose K = 1 from it.
 std::vector<double> time_verifications(ModelGroup& g, int batch, int context, int max_k) {
   prefill(g, batch, context, context + max_k + 2);
   const int vocab = g.config().vocab_size;
   std::vector<float> logits;
+  std::vector<ForwardBatch> steps;
+  for (int K = 1; K <= max_k; ++K) steps.push_back(causal_step(batch, context, K + 1, vocab, true));
+  std::vector<std::vector<double>> samples(steps.size());
+  for (int i = 0; i < kVerifyRepeats; ++i)
+    for (size_t k = 0; k < steps.size(); ++k)
+      samples[k].push_back(time_forward(g, steps[k], logits));
   std::vector<double> verify(size_t(max_k) + 1, 0.0);
-  for (int K = 1; K <= max_k; ++K) {
-    const ForwardBatch b = causal_step(batch, context, K + 1, vocab, true);
-    std::vector<double> samples;
-    for (int i = 0; i < kRepeats; ++i) samples.push_back(time_forward(g, b, logits));
-    verify[size_t(K)] = median(samples);
-  }
+  for (size_t k = 0; k < steps.size(); ++k) verify[k + 1] = median(samples[k]);
   const std::vector<double> smooth =
       nondecreasing_costs(std::vector<double>(verify.begin() + 1, verify.end()));
   std::copy(smooth.begin(), smooth.end(), verify.begin() + 1);

@@ -160,14 +160,14 @@ class Progress {
   std::string phase_;
 };
 
-// The warm-up runs, unrecorded; their totals summed (refine_lookahead's acceptance).
-RepTotals warm_up(const RunPlan& plan, const RunSetup& setup, const Prompts& prompts,
+// `runs` warm-up runs, unrecorded; their totals summed (refine_lookahead's acceptance).
+RepTotals warm_up(const RunPlan& plan, const RunSetup& setup, int runs, const Prompts& prompts,
                   ModelGroup& target, DraftEndpoint* draft, double clock_zero, Progress& progress) {
   const DecodeSettings settings = decode_settings(plan, setup);
   const auto on_tokens = [&](int64_t tokens) { progress.add(tokens); };
   RepTotals sum;
   TokenLists generated;
-  for (int w = 0; w < plan.warmup; ++w) {
+  for (int w = 0; w < runs; ++w) {
     Recorder warmup(-1, clock_zero, nullptr, on_tokens);
     const RepTotals t = decode_repetition(target, draft, prompts, settings, warmup, generated);
     sum.rounds += t.rounds, sum.accepted += t.accepted, sum.rejections += t.rejections;
@@ -221,15 +221,25 @@ int lead(const RunPlan& plan, RunSetup setup, Launch& launch, const Prompts& pro
         std::make_unique<Drafter>(*draft_group, plan.draft_temperature, plan.decode.limits.seed);
     endpoint = std::make_unique<LocalDraft>(*drafter);
   }
-  // Decode tokens of all runs, first tokens (from the prefill) excluded: an upper bound.
-  const int64_t total = int64_t(plan.warmup + plan.reps) * int64_t(prompts.size()) *
+  // Decode tokens of all runs, first tokens (from the prefill) excluded, and of the warm-up that
+  // a new -k auto K gets: an upper bound.
+  const int extra_warm_up = plan.lookahead_auto && plan.warmup > 0 ? 1 : 0;
+  const int64_t total = int64_t(plan.warmup + extra_warm_up + plan.reps) * int64_t(prompts.size()) *
                         std::max(0, plan.decode.limits.max_new_tokens - 1);
   Progress progress(plan.output.progress_s, total);
   progress.phase("warm-up");
   const double clock_zero = global_now();
-  const RepTotals warm =
-      warm_up(plan, setup, prompts, target_group, endpoint.get(), clock_zero, progress);
-  if (std::optional<RunSetup> refined = refine_lookahead(plan, setup, warm)) setup = *refined;
+  const RepTotals warm = warm_up(plan, setup, plan.warmup, prompts, target_group, endpoint.get(),
+                                 clock_zero, progress);
+  if (std::optional<RunSetup> refined = refine_lookahead(plan, setup, warm)) {
+    // A new K gets a warm-up of its own: the SSD drafter learns its budget and fallback times
+    // afresh at a new K (SaguaroDrafter::start), and the recorded runs should not time that.
+    // On the Qwen pair the first recorded run at the new K spent 3.5 outcomes per sequence at
+    // T_p 1.11 where a run given that K settled at ~2 and 0.96.
+    const bool new_k = refined->lookahead != setup.lookahead;
+    setup = *refined;
+    if (new_k) warm_up(plan, setup, 1, prompts, target_group, endpoint.get(), clock_zero, progress);
+  }
   report.header(info, plan, setup, launch.target, launch.draft);
   bool identical = true;
   const RunRecords records = run_repetitions(plan, setup, prompts, target_group, endpoint.get(),

@@ -39,9 +39,21 @@ SaguaroDrafter::SaguaroDrafter(ModelGroup& draft, const SaguaroSettings& setting
 
 void SaguaroDrafter::start(const StartMessage& m) {
   const int K = m.lookahead;
-  // One guess per position until there is a prediction; later repetitions keep what the
-  // earlier ones learned.
-  if (auto_fanout_total_ < 0) auto_fanout_total_ = K + 1;
+  // Later repetitions keep what the earlier ones learned, at the same K. A new K (-k auto's
+  // choice after the warm-up) starts afresh, as a run given that K does: the verification and
+  // fallback times, the budget, the acceptance and the branch steps' cost fit were all
+  // measured on rounds of the old K. Kept from a warm-up at K = 1 or 2, they had the Qwen
+  // pair's K = 3 rounds spend 3.2-4.9 outcomes per sequence at T_p 1.1-1.3, where runs given
+  // -k 3 settled at ~2 and T_p 0.96 (and the step-cost fit alone, kept, still gave 4.9).
+  if (K != learned_lookahead_) {
+    learned_lookahead_ = K;
+    auto_fanout_total_ = K + 1;  // one guess per position until there is a prediction
+    meter_ = SpeculationMeter{};
+    primary_stats_ = FanoutEstimator{};
+    backup_stats_ = FanoutEstimator{};
+    step_cost_ = StepCostFit{};
+    glue_s_ = 0.0;
+  }
   // Committed tokens and the speculation live below scratch_begin_, branches above it. The
   // next speculation is drafted on top of the one being verified: K more committed slots.
   scratch_begin_ = int(sequence_kv_capacity(longest_sequence(m) + K, K));

@@ -162,6 +162,7 @@ class SaguaroDrafter {
   FallbackPolicy policy_;
   double glue_s_ = 0.0;
   int auto_fanout_total_ = -1;  // --budget auto's choice; < 0 until the first start
+  int learned_lookahead_ = -1;  // the K that meter_, the estimators and the budget learned at
   // The last cache build, reported with the next speculation.
   double last_build_s_ = 0.0;
   int last_branches_ = 0, last_fanout_total_ = 0;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -125,6 +126,27 @@ TEST_F(Decode, GreedySsdEqualsAutoregressiveAndHitsItsCache) {
   EXPECT_GT(hits, 0);
 }
 
+// -k auto chooses K again after the warm-up, so one drafter can see a new K between
+// repetitions: its tokens stay AR's, and it starts learning afresh, its first cache at K = 3
+// the one guess per position (K + 1 outcomes per sequence). (On this tiny pair the budget
+// predicted from the K = 1 rounds happens to be K + 1 too, so that check alone does not tell
+// a drafter that kept the old K's state from one that starts afresh.)
+TEST_F(Decode, SsdDrafterStaysLosslessAndStartsAfreshAtANewK) {
+  const TokenLists ar = run(nullptr);
+  ModelGroup group(draft_, MPI_COMM_NULL);
+  SaguaroDrafter drafter(group, SaguaroSettings{});  // --budget auto
+  InProcessSaguaro endpoint(drafter);
+  settings_.lookahead = 1;
+  EXPECT_EQ(run(&endpoint), ar);
+  settings_.lookahead = 3;
+  RunRecords records;
+  EXPECT_EQ(run(&endpoint, &records), ar);
+  const auto first_cache = std::find_if(records.rounds.begin(), records.rounds.end(),
+                                        [](const RoundRecord& r) { return r.outcome_hit >= 0; });
+  ASSERT_NE(first_cache, records.rounds.end());
+  EXPECT_EQ(first_cache->fanout_total, settings_.lookahead + 1);
+}
+
 TEST_F(Decode, RecorderTotalsAgreeWithRecords) {
   RunRecords records;
   const TokenLists generated = run_sd(&records);
@@ -140,6 +162,9 @@ TEST_F(Decode, RecorderTotalsAgreeWithRecords) {
   EXPECT_EQ(t.decode_tokens + int64_t(prompts_.size()), all);  // the prefill emits one each
   EXPECT_EQ(round_tokens, t.decode_tokens);
   EXPECT_EQ(accepted, t.accepted);
+  int64_t rejecting = 0;  // rounds that stopped at a rejected draft token
+  for (const RoundRecord& r : records.rounds) rejecting += r.accepted < r.drafted ? 1 : 0;
+  EXPECT_EQ(rejecting, t.rejections);
   EXPECT_EQ(t.rounds, int64_t(records.rounds.size()));
   EXPECT_EQ(records.steps.size(), prompts_.size());  // SD's steps are the prefills
 }

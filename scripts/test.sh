@@ -65,7 +65,11 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # checkpoints' tests run too; and py_test_characterize (~115 s under ASan), whose timing loops
 # measure nothing there and whose code the test_characterize_* and MPI tests run under ASan. With
 # both in, a fresh clone took 24m9s here, which CI's slower hosts (1.07x) would take past 25.
+# py_test_ssd_outcomes (~118 s under ASan) runs the synthetic outcomes through mpirun, whose code
+# test_synthetic_outcome and test_decode's synthetic cases run under ASan in seconds; and
+# py_test_machine (~24 s: characterize's timing loops again), whose parser test_machine_info
+# runs there. With both in, a fresh clone took 26m59s here.
 ctest --test-dir build/sanitize --output-on-failure -j "$jobs" \
-  -E "py_test_sd_lossless|py_test_analysis|py_test_qwen_|py_test_real_model|py_test_characterize" \
+  -E "py_test_sd_lossless|py_test_analysis|py_test_qwen_|py_test_real_model|py_test_characterize|py_test_ssd_outcomes|py_test_machine" \
   -LE slurm
 stage "Done"

@@ -38,7 +38,10 @@ const std::vector<int32_t> kDecode = {9,  4,   211, 33, 0,   255, 76, 76,
 
 std::string join(const std::vector<int32_t>& tokens) {
   std::string out;
-  for (int32_t t : tokens) out += (out.empty() ? "" : ",") + std::to_string(t);
+  for (int32_t t : tokens) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(t);
+  }
   return out;
 }
 

@@ -75,6 +75,8 @@ class SaguaroDrafter {
   // Builds the cache for the next round; polls `link` between steps only to time the
   // verification window (the outcome is received by the caller afterwards).
   void build_cache(PeerLink& link, double speculation_sent_at);
+  // What it has measured of its own speculations (Theorem 17's and --budget auto's inputs).
+  const SpeculationMeter& meter() const { return meter_; }
 
  private:
   using Sequence = Drafter::Sequence;

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <memory>
 #include <numeric>
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include "comm/clock.h"
@@ -145,6 +147,30 @@ TEST_F(Decode, SsdDrafterStaysLosslessAndStartsAfreshAtANewK) {
                                         [](const RoundRecord& r) { return r.outcome_hit >= 0; });
   ASSERT_NE(first_cache, records.rounds.end());
   EXPECT_EQ(first_cache->fanout_total, settings_.lookahead + 1);
+}
+
+// The just-in-time fallback's cost (Theorem 17's T_jit, --budget auto's miss cost) is timed
+// on the rounds it drafts after a miss only: the first round's drafting, which includes the
+// draft's prefill of the prompt, made it look ~3x slower on the Qwen pair and sent every miss
+// to the backup.
+TEST_F(Decode, SsdTimesTheFallbackWithoutTheFirstRoundsDrafting) {
+  ModelGroup group(draft_, MPI_COMM_NULL);
+  SaguaroSettings s;
+  s.budget_setting = 1;  // a small cache: some outcomes miss
+  s.fallback = FallbackMode::Primary;
+  SaguaroDrafter drafter(group, s);
+  InProcessSaguaro endpoint(drafter);
+  RunRecords records;
+  run(&endpoint, &records);
+  std::set<std::tuple<int, int, int>> initial, primary;  // (rep, group, round)
+  for (const RoundRecord& r : records.rounds) {
+    const auto round = std::make_tuple(r.rep, r.group, r.round);
+    if (r.source == int(SpeculationSource::Initial)) initial.insert(round);
+    if (r.source == int(SpeculationSource::Primary)) primary.insert(round);
+  }
+  EXPECT_FALSE(initial.empty());
+  ASSERT_FALSE(primary.empty());
+  EXPECT_EQ(drafter.meter().primary_fallbacks(), int64_t(primary.size()));
 }
 
 TEST_F(Decode, RecorderTotalsAgreeWithRecords) {

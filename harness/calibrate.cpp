@@ -20,8 +20,12 @@ namespace {
 // takes five of each verification, interleaved (see time_verifications).
 constexpr int kRepeats = 3;
 constexpr int kVerifyRepeats = 5;
-// Branch rows per sequence of the cost fit (x the batch): the budgets --budget auto reaches.
-constexpr int kBranchMultiples[] = {1, 2, 4, 8, 16};
+// Branch rows per sequence of the cost fit (x the batch): the budgets --budget auto settles at
+// on a CPU core (1-5 outcomes per sequence on the Qwen pair). With 8 and 16 in the fit, steps
+// whose cost per row grows once the bf16 dot products are compute-bound pulled the line to
+// 29.5 + 8.3 n ms, where the pair's runs measured ~45 + 3 n over 1-5 rows: every K's cache
+// looked cheaper than it was, most of all the long K's few-branch caches.
+constexpr int kBranchMultiples[] = {1, 2, 4};
 constexpr int kMaxBranchRows = 256;
 // The branch step's K only places the branches' positions (its cost does not depend on it).
 constexpr int kBranchK = 4;
@@ -213,6 +217,40 @@ AutoLookahead choose_lookahead(const RunPlan& plan, Launch& launch, int context,
   return {choice.lookahead, head + describe_choice(choice), describe_costs(costs) + took, costs};
 }
 
+namespace {
+
+// The calibration times each side beside the other running flat out (the draft's branch
+// steps over up to 16 rows per sequence): on the Qwen pair it measured the verification at
+// ~220 ms and a branch step at 29.5 + 8.3 n ms, where the warm-up's rounds ran them at 150-180
+// and ~45 + 3 n, so every K above 2 looked as if its cache fit the window. The calibration
+// keeps the shape over K and n; the warm-up's own rounds, at the K they ran, set the level.
+struct ScaledCosts {
+  LookaheadCosts costs;
+  double verify_scale = 1.0, draft_scale = 1.0;
+};
+ScaledCosts scale_to_warm_up(const LookaheadCosts& calibrated, const RepTotals& warm, int K) {
+  ScaledCosts out{calibrated};
+  if (warm.decode_steps > 0 && warm.verify_s > 0 && calibrated.verify_s.at(size_t(K)) > 0) {
+    out.verify_scale = warm.verify_s / double(warm.decode_steps) / calibrated.verify_s[size_t(K)];
+    for (double& v : out.costs.verify_s) v *= out.verify_scale;
+  }
+  if (warm.cache_builds > 0) {
+    // A build is the glue step (one draft step) and K branch steps over its rows.
+    const double rows = warm.branch_rows / double(warm.cache_builds);
+    const double predicted =
+        calibrated.draft_step_s + K * (calibrated.branch_a_s + calibrated.branch_b_s * rows);
+    if (predicted > 0) {
+      out.draft_scale = warm.cache_build_s / double(warm.cache_builds) / predicted;
+      out.costs.draft_step_s *= out.draft_scale;
+      out.costs.branch_a_s *= out.draft_scale;
+      out.costs.branch_b_s *= out.draft_scale;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::optional<RunSetup> refine_lookahead(const RunPlan& plan, const RunSetup& setup,
                                          const RepTotals& warm_up) {
   if (!plan.lookahead_auto || acceptance_given(plan) || warm_up.rounds < kMinAcceptanceRounds)
@@ -220,13 +258,16 @@ std::optional<RunSetup> refine_lookahead(const RunPlan& plan, const RunSetup& se
   LookaheadPrior prior = plan_prior(plan);
   const double prior_acceptance = prior.acceptance;
   prior.acceptance = measured_acceptance(warm_up, prior.acceptance);
-  const LookaheadChoice choice = choose(plan, setup.lookahead_measured, prior);
-  char head[224];
+  const ScaledCosts scaled = scale_to_warm_up(setup.lookahead_measured, warm_up, setup.lookahead);
+  const LookaheadChoice choice = choose(plan, scaled.costs, prior);
+  char head[320];
   std::snprintf(head, sizeof head,
                 "auto: K = %d of the predicted rates at acceptance %.2f, measured by the "
-                "warm-up's %lld sequence-rounds at K = %d (chosen at the prior %.2f): ",
+                "warm-up's %lld sequence-rounds at K = %d (chosen at the prior %.2f), the "
+                "calibration's verification times x %.2f and draft times x %.2f to match its "
+                "rounds: ",
                 choice.lookahead, prior.acceptance, (long long)warm_up.rounds, setup.lookahead,
-                prior_acceptance);
+                prior_acceptance, scaled.verify_scale, scaled.draft_scale);
   RunSetup refined = setup;
   refined.lookahead = choice.lookahead;
   refined.lookahead_choice = head + describe_choice(choice);

@@ -127,8 +127,8 @@ void add_decoding_flags(CLI::App& app, RunConfig& c) {
   app.add_option("-k,--lookahead", c.lookahead,
                  "Draft tokens per speculation round (K), or auto: the K of highest predicted "
                  "rate from step costs measured on this launch before decoding, chosen again "
-                 "after the warm-up at the acceptance it measured, with one more warm-up run "
-                 "where that changes K (default: auto for ssd, 4 for sd)")
+                 "after the warm-up at the acceptance and step times its rounds measured, with "
+                 "one more warm-up run where that changes K (default: auto for ssd, 4 for sd)")
       ->group(decoding)
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {

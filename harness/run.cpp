@@ -160,7 +160,8 @@ class Progress {
   std::string phase_;
 };
 
-// `runs` warm-up runs, unrecorded; their totals summed (refine_lookahead's acceptance).
+// `runs` warm-up runs, unrecorded; their totals summed (refine_lookahead's acceptance and
+// step costs).
 RepTotals warm_up(const RunPlan& plan, const RunSetup& setup, int runs, const Prompts& prompts,
                   ModelGroup& target, DraftEndpoint* draft, double clock_zero, Progress& progress) {
   const DecodeSettings settings = decode_settings(plan, setup);
@@ -171,6 +172,9 @@ RepTotals warm_up(const RunPlan& plan, const RunSetup& setup, int runs, const Pr
     Recorder warmup(-1, clock_zero, nullptr, on_tokens);
     const RepTotals t = decode_repetition(target, draft, prompts, settings, warmup, generated);
     sum.rounds += t.rounds, sum.accepted += t.accepted, sum.rejections += t.rejections;
+    sum.decode_steps += t.decode_steps, sum.verify_s += t.verify_s;
+    sum.cache_build_s += t.cache_build_s, sum.branch_rows += t.branch_rows;
+    sum.cache_builds += t.cache_builds;
   }
   return sum;
 }

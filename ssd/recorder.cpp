@@ -1,5 +1,7 @@
 #include "ssd/recorder.h"
 
+#include <algorithm>
+
 namespace ssd {
 
 Recorder::Recorder(int rep, double clock_zero, RunRecords* records,
@@ -74,6 +76,16 @@ void Recorder::round(const SequenceBatch& batch, int round, int lookahead,
   totals_.decode_steps += 1;
   totals_.draft_s += exchange.draft_s;
   totals_.verify_s += times.verify_s;
+  double build_s = 0.0, branches = 0.0;
+  for (const DraftRankTiming& d : exchange.ranks) {
+    build_s = std::max(build_s, d.telemetry.cache_build_s);
+    branches += double(d.telemetry.branches);
+  }
+  if (build_s > 0) {
+    totals_.cache_build_s += build_s;
+    totals_.branch_rows += branches;
+    totals_.cache_builds += 1;
+  }
   if (on_tokens_) on_tokens_(emitted);
   if (!records_) return;
   for (const DraftRankTiming& d : exchange.ranks) {

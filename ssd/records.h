@@ -91,6 +91,11 @@ struct RepTotals {
   // the per-token acceptance's estimate (measured_acceptance, ssd/lookahead.h).
   int64_t rejections = 0;
   double draft_s = 0.0, verify_s = 0.0;
+  // SSD with draft ranks of its own: the cache builds that ran beside the verifications (per
+  // round, the slowest rank's), and their branch rows (all ranks', summed over the builds). With
+  // verify_s, what refine_lookahead takes the run's own step costs from.
+  double cache_build_s = 0.0, branch_rows = 0.0;
+  int64_t cache_builds = 0;
   double decode_tokens_per_s() const { return decode_s > 0 ? decode_tokens / decode_s : 0.0; }
   double prefill_tokens_per_s() const { return prefill_s > 0 ? prefill_tokens / prefill_s : 0.0; }
   // Inter-token latency of one sequence: decode wall time per token of one sequence.

@@ -187,13 +187,15 @@ class GreedyLossless(unittest.TestCase):
             self.assertLessEqual(int(r["drafted"].max()), k, name)
             self.assertIn(f"lookahead_choice=auto: K = {k} ",
                           self.results[name][1].stdout, name)
-        # After the warm-up, K is chosen again at the acceptance its rounds measured; the
-        # header, printed after it, shows that choice.
+        # After the warm-up, K is chosen again at the acceptance its rounds measured, from the
+        # calibration's costs scaled to its rounds' times; the header, printed after it, shows
+        # that choice.
         with h5py.File(self.checked("greedy/ssd_kwarm_b1_tp1"), "r") as f:
             choice = str(f["config"].attrs["lookahead_choice"])
         self.assertRegex(choice, r"^auto: K = \d of the predicted rates at acceptance "
                          r"[01]\.\d\d, measured by the warm-up's \d+ sequence-rounds at K = \d "
-                         r"\(chosen at the prior 0\.80\): ")
+                         r"\(chosen at the prior 0\.80\), the calibration's verification times "
+                         r"x \d+\.\d\d and draft times x \d+\.\d\d to match its rounds: ")
         path = self.checked("greedy/ssd_klist_b1_tp1")
         self.assertTrue(np.array_equal(tokens_of(path), ar[1]))
         with h5py.File(path, "r") as f:

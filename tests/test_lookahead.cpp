@@ -5,6 +5,8 @@
 #include <utility>
 #include <vector>
 
+#include "harness/calibrate.h"
+#include "harness/plan.h"
 #include "ssd/budget.h"
 #include "ssd/lookahead.h"
 
@@ -172,6 +174,51 @@ TEST(NondecreasingCosts, PoolsInversionsKeepsOrderedSamples) {
   EXPECT_EQ(v, (std::vector<double>{3.0, 3.0, 3.0, 5.0}));
   EXPECT_EQ(nondecreasing_costs({1.0, 3.0, 2.0}), (std::vector<double>{1.0, 2.5, 2.5}));
   EXPECT_TRUE(nondecreasing_costs({}).empty());
+}
+
+// refine_lookahead chooses K again from the warm-up: its acceptance, and its rounds' own step
+// costs, to which it scales the calibration's (the Qwen pair's numbers: a calibration of
+// verifications at 220 ms and branch steps at 29.5 + 8.3 n ms, where the rounds took 150 ms
+// and builds of 180 ms at K = 2 with 2 branch rows).
+TEST(RefineLookahead, ScalesTheCalibrationToTheWarmUpsRounds) {
+  RunPlan plan;
+  plan.mode = Mode::SSD;
+  plan.lookahead_auto = true;
+  RunSetup setup;
+  setup.lookahead = 2;
+  LookaheadCosts& cal = setup.lookahead_measured;
+  cal.verify_s = {0.0, 0.22, 0.22, 0.22, 0.22, 0.24, 0.26, 0.27, 0.36};
+  cal.draft_step_s = 0.046;
+  cal.branch_a_s = 0.0295;
+  cal.branch_b_s = 0.0083;
+  RepTotals warm;
+  warm.rounds = warm.decode_steps = warm.cache_builds = 100;
+  warm.accepted = 180, warm.rejections = 20;  // acceptance 0.9
+  // Rounds as the calibration predicts them: its costs stand.
+  warm.verify_s = 100 * 0.22;
+  warm.branch_rows = 100 * 2.0;
+  warm.cache_build_s = 100 * (0.046 + 2 * (0.0295 + 0.0083 * 2.0));
+  LookaheadPrior prior;
+  prior.acceptance = 0.9;
+  const std::optional<RunSetup> same = refine_lookahead(plan, setup, warm);
+  ASSERT_TRUE(same.has_value());
+  EXPECT_EQ(same->lookahead, choose_ssd_lookahead(cal, prior, 0, kMaxAutoBudget).lookahead);
+  EXPECT_NE(same->lookahead_choice.find("x 1.00 and draft times x 1.00"), std::string::npos)
+      << same->lookahead_choice;
+  // Faster verifications and slower builds than calibrated: the cache of a long K no longer
+  // fits the window, and K comes down to what the scaled costs predict best.
+  warm.verify_s = 100 * 0.15;
+  warm.cache_build_s = 100 * 0.18;
+  const std::optional<RunSetup> scaled = refine_lookahead(plan, setup, warm);
+  ASSERT_TRUE(scaled.has_value());
+  LookaheadCosts expected = cal;
+  for (double& v : expected.verify_s) v *= 0.15 / 0.22;
+  const double draft = 0.18 / (0.046 + 2 * (0.0295 + 0.0083 * 2.0));
+  expected.draft_step_s *= draft, expected.branch_a_s *= draft, expected.branch_b_s *= draft;
+  EXPECT_EQ(scaled->lookahead, choose_ssd_lookahead(expected, prior, 0, kMaxAutoBudget).lookahead);
+  EXPECT_LT(scaled->lookahead, same->lookahead);
+  EXPECT_NE(scaled->lookahead_choice.find("x 0.68 and draft times x 1.30"), std::string::npos)
+      << scaled->lookahead_choice;
 }
 
 }  // namespace

@@ -219,11 +219,10 @@ AutoLookahead choose_lookahead(const RunPlan& plan, Launch& launch, int context,
 
 namespace {
 
-// The calibration times each side beside the other running flat out (the draft's branch
-// steps over up to 16 rows per sequence): on the Qwen pair it measured the verification at
-// ~220 ms and a branch step at 29.5 + 8.3 n ms, where the warm-up's rounds ran them at 150-180
-// and ~45 + 3 n, so every K above 2 looked as if its cache fit the window. The calibration
-// keeps the shape over K and n; the warm-up's own rounds, at the K they ran, set the level.
+// The calibration times each side beside the other running flat out: on the Qwen pair it
+// measured the verification at 200-228 ms in launches whose rounds then verified in 150-180.
+// The calibration keeps the shape over K and n; the warm-up's own rounds, at the K they ran,
+// set the level.
 struct ScaledCosts {
   LookaheadCosts costs;
   double verify_scale = 1.0, draft_scale = 1.0;

@@ -43,9 +43,9 @@ AutoLookahead choose_lookahead(const RunPlan& plan, Launch& launch, int context,
 // real outcomes), and from the calibration's costs scaled to the verification and cache-build
 // times of those rounds (the calibration times each side beside the other running flat out).
 // The Qwen pair's code prompts accept ~0.9 per token against the prior's 0.8, which moves the
-// best K. None when the prior stands or the warm-up
-// had too few rounds (or K was not -k auto's). The target leader alone calls it: K reaches the
-// draft ranks in each group's start message.
+// best K. None when the prior stands or the warm-up had too few rounds (or K was not -k
+// auto's). The target leader alone calls it: K reaches the draft ranks in each group's start
+// message.
 std::optional<RunSetup> refine_lookahead(const RunPlan& plan, const RunSetup& setup,
                                          const RepTotals& warm_up);
 

@@ -129,16 +129,18 @@ def convert_tensors(reader, config):
     q/k rows unpermuted."""
     permuted = config["model_type"] == "llama"
 
-    def maker(t, name):
-        def make():
-            a = dequantize(t)
-            if permuted and name.endswith("self_attn.q_proj.weight"):
-                a = unpermute(a, config["num_attention_heads"])
-            elif permuted and name.endswith("self_attn.k_proj.weight"):
-                a = unpermute(a, config["num_key_value_heads"])
-            return a
-        return make
-    return [(hf_name(t.name), gguf_shape(t), maker(t, hf_name(t.name))) for t in reader.tensors]
+    def make(t, name):
+        a = dequantize(t)
+        if permuted and name.endswith("self_attn.q_proj.weight"):
+            a = unpermute(a, config["num_attention_heads"])
+        elif permuted and name.endswith("self_attn.k_proj.weight"):
+            a = unpermute(a, config["num_key_value_heads"])
+        return a
+    out = []
+    for t in reader.tensors:
+        name = hf_name(t.name)
+        out.append((name, gguf_shape(t), lambda t=t, name=name: make(t, name)))
+    return out
 
 
 def float32_value(x):

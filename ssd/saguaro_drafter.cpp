@@ -260,8 +260,9 @@ double SaguaroDrafter::fall_back(const std::vector<int>& misses, const std::vect
   // The first round's drafting includes the draft's prefill of the prompt: counted as a
   // fallback it made the just-in-time draft look ~3x slower than it is (460 ms against ~150 on
   // the Qwen pair), and Theorem 17's choice then sent every miss to the backup.
-  if (!initial) meter_.fallback(kind, global_now() - start);
-  return global_now() - start;
+  const double seconds = global_now() - start;
+  if (!initial) meter_.fallback(kind, seconds);
+  return seconds;
 }
 
 void serve_saguaro(PeerLink& link, SaguaroDrafter& drafter) {

@@ -252,7 +252,7 @@ ScaledCosts scale_to_warm_up(const LookaheadCosts& calibrated, const RepTotals& 
 
 std::optional<RunSetup> refine_lookahead(const RunPlan& plan, const RunSetup& setup,
                                          const RepTotals& warm_up) {
-  if (!plan.lookahead_auto || acceptance_given(plan) || warm_up.rounds < kMinAcceptanceRounds)
+  if (!plan.lookahead_auto || acceptance_given(plan) || warm_up.draft_rounds < kMinAcceptanceRounds)
     return std::nullopt;
   LookaheadPrior prior = plan_prior(plan);
   const double prior_acceptance = prior.acceptance;
@@ -265,8 +265,8 @@ std::optional<RunSetup> refine_lookahead(const RunPlan& plan, const RunSetup& se
                 "warm-up's %lld sequence-rounds at K = %d (chosen at the prior %.2f), the "
                 "calibration's verification times x %.2f and draft times x %.2f to match its "
                 "rounds: ",
-                choice.lookahead, prior.acceptance, (long long)warm_up.rounds, setup.lookahead,
-                prior_acceptance, scaled.verify_scale, scaled.draft_scale);
+                choice.lookahead, prior.acceptance, (long long)warm_up.draft_rounds,
+                setup.lookahead, prior_acceptance, scaled.verify_scale, scaled.draft_scale);
   RunSetup refined = setup;
   refined.lookahead = choice.lookahead;
   refined.lookahead_choice = head + describe_choice(choice);

@@ -171,7 +171,8 @@ RepTotals warm_up(const RunPlan& plan, const RunSetup& setup, int runs, const Pr
   for (int w = 0; w < runs; ++w) {
     Recorder warmup(-1, clock_zero, nullptr, on_tokens);
     const RepTotals t = decode_repetition(target, draft, prompts, settings, warmup, generated);
-    sum.rounds += t.rounds, sum.accepted += t.accepted, sum.rejections += t.rejections;
+    sum.draft_rounds += t.draft_rounds, sum.draft_accepted += t.draft_accepted;
+    sum.draft_rejections += t.draft_rejections;
     sum.decode_steps += t.decode_steps, sum.verify_s += t.verify_s;
     sum.cache_build_s += t.cache_build_s, sum.branch_rows += t.branch_rows;
     sum.cache_builds += t.cache_builds;

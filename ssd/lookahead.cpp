@@ -78,9 +78,9 @@ LookaheadChoice choose_ssd_lookahead(const LookaheadCosts& costs, const Lookahea
 }
 
 double measured_acceptance(const RepTotals& totals, double fallback) {
-  const int64_t trials = totals.accepted + totals.rejections;
-  if (totals.rounds < kMinAcceptanceRounds || trials <= 0) return fallback;
-  return double(totals.accepted) / double(trials);
+  const int64_t trials = totals.draft_accepted + totals.draft_rejections;
+  if (totals.draft_rounds < kMinAcceptanceRounds || trials <= 0) return fallback;
+  return double(totals.draft_accepted) / double(trials);
 }
 
 std::vector<double> nondecreasing_costs(const std::vector<double>& v) {

@@ -57,9 +57,10 @@ LookaheadChoice choose_sd_lookahead(const LookaheadCosts& costs, const Lookahead
 LookaheadChoice choose_ssd_lookahead(const LookaheadCosts& costs, const LookaheadPrior& prior,
                                      int budget_setting, int max_fanout_total);
 
-// The per-token acceptance a that speculation rounds measured: accepted / (accepted + rounds
-// with a rejection), the maximum-likelihood estimate of A.2's capped geometric model (as
-// FanoutEstimator::acceptance). `fallback` below kMinAcceptanceRounds sequence-rounds.
+// The per-token acceptance a that the draft's own speculation rounds measured (a backup's are
+// not the draft's a): accepted / (accepted + rounds with a rejection), the maximum-likelihood
+// estimate of A.2's capped geometric model (as FanoutEstimator::acceptance). `fallback` below
+// kMinAcceptanceRounds such sequence-rounds.
 double measured_acceptance(const RepTotals& totals, double fallback);
 constexpr int64_t kMinAcceptanceRounds = 16;
 

@@ -65,7 +65,11 @@ void Recorder::round(const SequenceBatch& batch, int round, int lookahead,
   for (const SequenceVerdict& v : verdicts) {
     emitted += v.emitted;
     totals_.accepted += v.accepted;
-    if (v.accepted < lookahead) ++totals_.rejections;
+    if (v.source != SpeculationSource::Backup) {
+      ++totals_.draft_rounds;
+      totals_.draft_accepted += v.accepted;
+      if (v.accepted < lookahead) ++totals_.draft_rejections;
+    }
     totals_.per_sequence_decode_tokens += double(v.emitted) / batch.rows();
   }
   totals_.rounds += int64_t(verdicts.size());

@@ -87,9 +87,12 @@ struct RepTotals {
   // Speculative modes: sequence-rounds, draft tokens proposed and accepted, time drafting
   // and verifying (per round, not per sequence).
   int64_t rounds = 0, drafted = 0, accepted = 0;
-  // Sequence-rounds in which verification rejected a drafted token (k < K): with `accepted`,
-  // the per-token acceptance's estimate (measured_acceptance, ssd/lookahead.h).
-  int64_t rejections = 0;
+  // The draft's own speculations only (every source but a backup): their sequence-rounds, the
+  // tokens accepted of them, and those that stopped at a rejection (k < K); the per-token
+  // acceptance's estimate (measured_acceptance, ssd/lookahead.h). A backup's random tokens are
+  // (almost) never accepted, and at larger batches Theorem 17 sends many misses to it: counted,
+  // they would read as a low acceptance and pull -k auto's K down.
+  int64_t draft_rounds = 0, draft_accepted = 0, draft_rejections = 0;
   double draft_s = 0.0, verify_s = 0.0;
   // SSD with draft ranks of its own: the cache builds that ran beside the verifications (per
   // round, the slowest rank's), and their branch rows (all ranks', summed over the builds). With

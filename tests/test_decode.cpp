@@ -173,6 +173,36 @@ TEST_F(Decode, SsdTimesTheFallbackWithoutTheFirstRoundsDrafting) {
   EXPECT_EQ(drafter.meter().primary_fallbacks(), int64_t(primary.size()));
 }
 
+// -k auto's second choice takes the draft's acceptance from the warm-up: the rounds a random
+// backup speculated accept (almost) nothing and must not count, or a run whose misses go to
+// the backup reads as a poor draft and gets a shorter K.
+TEST_F(Decode, SsdMeasuresTheDraftsAcceptanceWithoutTheBackupsRounds) {
+  ModelGroup group(draft_, MPI_COMM_NULL);
+  SaguaroSettings s;
+  s.budget_setting = 1;  // a small cache: some outcomes miss, and the backup answers them
+  s.fallback = FallbackMode::Backup;
+  SaguaroDrafter drafter(group, s);
+  InProcessSaguaro endpoint(drafter);
+  RunRecords records;
+  run(&endpoint, &records);
+  const RepTotals& t = records.reps.at(0);
+  int64_t backup = 0, own = 0, accepted = 0, rejecting = 0;
+  for (const RoundRecord& r : records.rounds) {
+    if (r.source == int(SpeculationSource::Backup)) {
+      ++backup;
+      continue;
+    }
+    ++own;
+    accepted += r.accepted;
+    rejecting += r.accepted < r.drafted ? 1 : 0;
+  }
+  ASSERT_GT(backup, 0);
+  EXPECT_EQ(t.rounds, own + backup);
+  EXPECT_EQ(t.draft_rounds, own);
+  EXPECT_EQ(t.draft_accepted, accepted);
+  EXPECT_EQ(t.draft_rejections, rejecting);
+}
+
 TEST_F(Decode, RecorderTotalsAgreeWithRecords) {
   RunRecords records;
   const TokenLists generated = run_sd(&records);
@@ -190,7 +220,8 @@ TEST_F(Decode, RecorderTotalsAgreeWithRecords) {
   EXPECT_EQ(accepted, t.accepted);
   int64_t rejecting = 0;  // rounds that stopped at a rejected draft token
   for (const RoundRecord& r : records.rounds) rejecting += r.accepted < r.drafted ? 1 : 0;
-  EXPECT_EQ(rejecting, t.rejections);
+  EXPECT_EQ(rejecting, t.draft_rejections);  // SD: every round is the draft's
+  EXPECT_EQ(accepted, t.draft_accepted);
   EXPECT_EQ(t.rounds, int64_t(records.rounds.size()));
   EXPECT_EQ(records.steps.size(), prompts_.size());  // SD's steps are the prefills
 }

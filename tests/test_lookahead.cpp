@@ -149,20 +149,20 @@ namespace {
 // accepted / drafted.
 TEST(MeasuredAcceptance, CountsOneFailurePerRejectingRound) {
   RepTotals t;
-  t.rounds = 20, t.drafted = 80;       // K = 4
-  t.accepted = 60, t.rejections = 10;  // 10 rounds took all 4, 10 stopped at a rejection
+  t.draft_rounds = 20;                             // K = 4
+  t.draft_accepted = 60, t.draft_rejections = 10;  // 10 took all 4, 10 stopped at a rejection
   EXPECT_DOUBLE_EQ(measured_acceptance(t, 0.8), 60.0 / 70.0);
-  t.rejections = 0;  // every draft accepted
+  t.draft_rejections = 0;  // every draft accepted
   EXPECT_DOUBLE_EQ(measured_acceptance(t, 0.8), 1.0);
-  t.accepted = 0, t.rejections = 20;  // none
+  t.draft_accepted = 0, t.draft_rejections = 20;  // none
   EXPECT_DOUBLE_EQ(measured_acceptance(t, 0.8), 0.0);
 }
 
 TEST(MeasuredAcceptance, TooFewRoundsKeepTheFallback) {
   RepTotals t;
-  t.rounds = kMinAcceptanceRounds - 1, t.accepted = 30, t.rejections = 5;
+  t.draft_rounds = kMinAcceptanceRounds - 1, t.draft_accepted = 30, t.draft_rejections = 5;
   EXPECT_DOUBLE_EQ(measured_acceptance(t, 0.8), 0.8);
-  t.rounds = kMinAcceptanceRounds;
+  t.draft_rounds = kMinAcceptanceRounds;
   EXPECT_DOUBLE_EQ(measured_acceptance(t, 0.8), 30.0 / 35.0);
   EXPECT_DOUBLE_EQ(measured_acceptance(RepTotals{}, 0.7), 0.7);
 }
@@ -192,8 +192,8 @@ TEST(RefineLookahead, ScalesTheCalibrationToTheWarmUpsRounds) {
   cal.branch_a_s = 0.0295;
   cal.branch_b_s = 0.0083;
   RepTotals warm;
-  warm.rounds = warm.decode_steps = warm.cache_builds = 100;
-  warm.accepted = 180, warm.rejections = 20;  // acceptance 0.9
+  warm.draft_rounds = warm.decode_steps = warm.cache_builds = 100;
+  warm.draft_accepted = 180, warm.draft_rejections = 20;  // acceptance 0.9
   // Rounds as the calibration predicts them: its costs stand.
   warm.verify_s = 100 * 0.22;
   warm.branch_rows = 100 * 2.0;

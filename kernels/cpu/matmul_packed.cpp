@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
@@ -65,6 +66,37 @@ constexpr int kRowTilesMaxRows = 32;
 // 3 rows would need 30 plus 3 of x and a weight), one with 16.
 constexpr int kTwoPanelMaxRows = kRegisters >= 32 ? 2 : 1;
 
+#if SSD_PAIRED_BF16
+using packed_layout::kPairLanes;
+
+// One pair of k-vectors [k, k + 2 kLanes) of a tile of R rows against a panel of paired bf16
+// weights (packed_layout.h), `w` at the pair's block of row 0: each accumulator takes k-vector k,
+// then k + kLanes, as accumulate() would. The weights are widened one at a time, rows inside:
+// with the rows' x, one weight and the zero of the widening live beside 2 x 5 accumulators, a
+// 2-row tile fits AVX2's 16 registers.
+template <int R>
+inline void accumulate_pair(vec (&acc)[R][kPanel], const uint16_t* w, const float* const (&xrow)[R],
+                            int k) {
+  vec xv[R];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) xv[r] = load_vec(xrow[r] + k);
+#pragma GCC unroll 16
+  for (int j = 0; j < kPanel; ++j) {
+    const vec wv = load_pair_lo(w + j * kPairLanes);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[r][j] = fma_vec(xv[r], wv, acc[r][j]);
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r) xv[r] = load_vec(xrow[r] + k + kLanes);
+#pragma GCC unroll 16
+  for (int j = 0; j < kPanel; ++j) {
+    const vec wv = load_pair_hi(w + j * kPairLanes);
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[r][j] = fma_vec(xv[r], wv, acc[r][j]);
+  }
+}
+#endif
+
 // Where a tile's accumulators wait between k-blocks: kPanel vectors per row.
 struct Saved {
   float* at;  // row r, column j at at[(r * kPanel + j) * kLanes]; unused with one k-block
@@ -99,7 +131,22 @@ inline void panel_tile(float* out, const float* x, const float* x_interleaved, c
   for (int r = 0; r < R; ++r) xload[r] = Interleaved ? x_interleaved + r * kLanes : xrow[r];
   constexpr int kXStep = Interleaved ? R : 1;
   const W* wp = panel + size_t(k0) * kPanel;
-  for (int k = k0; k < k1; k += kLanes, wp += kPanel * kLanes) {
+  int k = k0;
+#if SSD_PAIRED_BF16
+  // Paired bf16 weights: the pairs, then an odd last k-vector below. (This build's tiles have at
+  // most 2 rows, so k0 is 0: k-blocks and interleaved x come with 3 or more.)
+  if constexpr (std::is_same_v<W, uint16_t> && !Interleaved) {
+    const int pairs_end = std::min(k1, in / kPairLanes * kPairLanes);
+    for (; k + kPairLanes <= pairs_end; k += kPairLanes, wp += kPanel * kPairLanes) {
+      if constexpr (R > 1)
+#pragma GCC unroll 4
+        for (int line = 0; line < kPanel * kPairLanes * 2; line += 64)
+          __builtin_prefetch(reinterpret_cast<const char*>(wp) + line + prefetch_ahead, 0, 1);
+      accumulate_pair(acc, wp, xload, k);
+    }
+  }
+#endif
+  for (; k < k1; k += kLanes, wp += kPanel * kLanes) {
     vec wv[kPanel];
 #pragma GCC unroll 16
     for (int j = 0; j < kPanel; ++j) {
@@ -170,7 +217,19 @@ inline void two_panel_rows(float* out, const float* x, const W* panel_a, const W
 #pragma GCC unroll 16
       for (int j = 0; j < kPanel; ++j) acc[h][r][j] = zero_vec();
   const W* panel[2] = {panel_a, panel_b};
-  for (int k = 0; k < in_vec; k += kLanes) {
+  int k = 0;
+#if SSD_PAIRED_BF16
+  if constexpr (std::is_same_v<W, uint16_t>) {  // the pairs, then an odd last k-vector below
+    for (; k + kPairLanes <= in / kPairLanes * kPairLanes; k += kPairLanes) {
+      const float* xrow[R];
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) xrow[r] = x + size_t(r) * in;
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) accumulate_pair(acc[h], panel[h] + size_t(k) * kPanel, xrow, k);
+    }
+  }
+#endif
+  for (; k < in_vec; k += kLanes) {
     vec xv[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) xv[r] = load_vec(x + size_t(r) * in + k);

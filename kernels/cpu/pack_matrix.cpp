@@ -28,13 +28,28 @@ inline uint16_t stored(float v, uint16_t*) {
 // tail), so that every write is sequential; panels are independent, so threads take them in
 // turn. A 1.5B model's matrices went from an element-by-element offset computation over
 // `row, k` order (scattered writes) to this.
+// bf16 weights at the fp32-compute GEMM's lane count go in pairs of k-vectors where the build
+// reads them so (packed_layout::kPairedBf16).
+template <typename W>
+bool paired_layout(int lanes) {
+  return packed_layout::kPairedBf16 && sizeof(W) == 2 && lanes == simd::kLanes;
+}
+
 template <typename W, typename S>
 void pack(W* dst, const S* w, int out_dim, int in, int lanes, int threads = 1) {
   const int in_vec = in / lanes * lanes, tail = in - in_vec;
+  const int pair = 2 * lanes, in_pairs = paired_layout<W>(lanes) ? in / pair * pair : 0;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
   for (int p = 0; p < panels(out_dim); ++p) {
     W* out = dst + size_t(p) * kPanel * in;
-    for (int k = 0; k < in_vec; k += lanes)
+    for (int k = 0; k < in_pairs; k += pair)
+      for (int j = 0; j < kPanel; ++j, out += pair) {
+        const int row = p * kPanel + j;
+        for (int q = 0; q < pair; ++q)
+          out[packed_layout::pair_position(q)] =
+              row < out_dim ? stored(w[size_t(row) * in + k + q], out) : W(0);
+      }
+    for (int k = in_pairs; k < in_vec; k += lanes)
       for (int j = 0; j < kPanel; ++j, out += lanes) {
         const int row = p * kPanel + j;
         if (row >= out_dim) {
@@ -56,8 +71,9 @@ void pack(W* dst, const S* w, int out_dim, int in, int lanes, int threads = 1) {
 template <typename W>
 void unpack_row(float* dst, const W* w, int row, int in, int lanes = simd::kLanes) {
   const W* panel = w + size_t(row / kPanel) * kPanel * in;
+  const bool paired = paired_layout<W>(lanes);
   for (int k = 0; k < in; ++k)
-    dst[k] = simd::widen(panel[offset_in_panel(row % kPanel, k, in, lanes)]);
+    dst[k] = simd::widen(panel[offset_in_panel(row % kPanel, k, in, lanes, paired)]);
 }
 
 }  // namespace

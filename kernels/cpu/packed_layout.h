@@ -34,12 +34,39 @@ inline int panels(int out_dim) {
   return (out_dim + kPanel - 1) / kPanel;
 }
 
+// bf16 weights for the fp32-compute GEMM in the AVX2 build: k-vectors in pairs. Widening one
+// k-vector of 8 bf16 takes a zero-extending load and a shift, two vector ops beside a 2-row
+// tile's 10 FMAs per k-vector, and the FMAs share their vector pipes with them: on a Zen 3 core
+// (no AVX-512) a 5-row verification of the 1.5B target cost 2.3 one-row steps. So a row's two
+// k-vectors of a pair (16 values) are stored as one block that interleaving zero words below them
+// (vpunpcklwd, vpunpckhwd, the load folded in) widens into the two k-vectors in k order: one op
+// per k-vector. Each lane still takes its k in the same order, so the sums, and their bits, are
+// those of the unpaired layout. The vector part becomes: for each pair of k-vectors, for each
+// row j, its 16 values as k 0-3, 8-11, 4-7, 12-15 of the pair (pair_position); an odd last
+// k-vector stays single, as above; the tail is unchanged.
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+#define SSD_PAIRED_BF16 1  // for the kernel's loops over pairs, which only this build compiles
+#else
+#define SSD_PAIRED_BF16 0
+#endif
+constexpr bool kPairedBf16 = SSD_PAIRED_BF16;
+constexpr int kPairLanes = 2 * simd::kLanes;
+
+// Where element q (0-15) of a pair of 8-lane k-vectors lies within its row's block.
+constexpr int pair_position(int q) {
+  return (q & 3) | ((q & 4) << 1) | ((q & 8) >> 1);
+}
+
 // Where element k of row j (of its panel) lies within the panel, with k-vectors of `lanes`
-// elements: simd::kLanes for the fp32-compute GEMM, kDotLanes for the bf16 one.
-inline size_t offset_in_panel(int j, int k, int in, int lanes = simd::kLanes) {
+// elements: simd::kLanes for the fp32-compute GEMM, kDotLanes for the bf16 one; `paired`: the
+// k-vectors in pairs (kPairedBf16's layout, 8 lanes only).
+inline size_t offset_in_panel(int j, int k, int in, int lanes = simd::kLanes, bool paired = false) {
   const int in_vec = in / lanes * lanes, tail = in - in_vec;
-  return k < in_vec ? (size_t(k / lanes) * kPanel + j) * lanes + k % lanes
-                    : size_t(kPanel) * in_vec + size_t(j) * tail + (k - in_vec);
+  if (k >= in_vec) return size_t(kPanel) * in_vec + size_t(j) * tail + (k - in_vec);
+  const int pair = 2 * lanes, in_pairs = in / pair * pair;
+  if (paired && k < in_pairs)
+    return (size_t(k / pair) * kPanel + j) * pair + size_t(pair_position(k % pair));
+  return (size_t(k / lanes) * kPanel + j) * lanes + k % lanes;
 }
 
 // The bf16-compute GEMM's k-vector (matmul_bf16_dot.cpp): 32 bf16 values, one 512-bit operand of

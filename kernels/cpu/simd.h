@@ -68,6 +68,16 @@ inline vec load_vec(const uint16_t* p) {  // 8 bf16 -> 8 fp32: zero-extend, shif
   const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
 }
+// A pair of bf16 k-vectors in packed_layout.h's paired block (16 values, k 0-3, 8-11, 4-7,
+// 12-15): zero words interleaved below each value's give k 0-7 (lo) and k 8-15 (hi) as fp32.
+inline vec load_pair_lo(const uint16_t* p) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), v));
+}
+inline vec load_pair_hi(const uint16_t* p) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), v));
+}
 inline void store_vec(float* p, vec v) {
   _mm256_storeu_ps(p, v);
 }

@@ -24,10 +24,6 @@ inline uint16_t stored(float v, uint16_t*) {
   return float_to_bf16(v);
 }
 
-// Writes the packed matrix front to back, panel by panel (each panel's k-vectors, then its k
-// tail), so that every write is sequential; panels are independent, so threads take them in
-// turn. A 1.5B model's matrices went from an element-by-element offset computation over
-// `row, k` order (scattered writes) to this.
 // bf16 weights at the fp32-compute GEMM's lane count go in pairs of k-vectors where the build
 // reads them so (packed_layout::kPairedBf16).
 template <typename W>
@@ -35,6 +31,10 @@ bool paired_layout(int lanes) {
   return packed_layout::kPairedBf16 && sizeof(W) == 2 && lanes == simd::kLanes;
 }
 
+// Writes the packed matrix front to back, panel by panel (each panel's k-vectors, then its k
+// tail), so that every write is sequential; panels are independent, so threads take them in
+// turn. A 1.5B model's matrices went from an element-by-element offset computation over
+// `row, k` order (scattered writes) to this.
 template <typename W, typename S>
 void pack(W* dst, const S* w, int out_dim, int in, int lanes, int threads = 1) {
   const int in_vec = in / lanes * lanes, tail = in - in_vec;

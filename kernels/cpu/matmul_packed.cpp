@@ -220,13 +220,13 @@ inline void two_panel_rows(float* out, const float* x, const W* panel_a, const W
   int k = 0;
 #if SSD_PAIRED_BF16
   if constexpr (std::is_same_v<W, uint16_t>) {  // the pairs, then an odd last k-vector below
-    for (; k + kPairLanes <= in / kPairLanes * kPairLanes; k += kPairLanes) {
-      const float* xrow[R];
+    const float* xrow[R];
 #pragma GCC unroll 16
-      for (int r = 0; r < R; ++r) xrow[r] = x + size_t(r) * in;
+    for (int r = 0; r < R; ++r) xrow[r] = x + size_t(r) * in;
+    const int pairs_end = in / kPairLanes * kPairLanes;
+    for (; k < pairs_end; k += kPairLanes)
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) accumulate_pair(acc[h], panel[h] + size_t(k) * kPanel, xrow, k);
-    }
   }
 #endif
   for (; k < in_vec; k += kLanes) {

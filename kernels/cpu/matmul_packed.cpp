@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/interleaved_x.h"
 #include "kernels/cpu/packed_layout.h"
+#include "kernels/cpu/paired_bf16.h"
 #include "kernels/cpu/row_tiles.h"
 #include "kernels/cpu/simd.h"
 
@@ -62,39 +63,23 @@ int k_block(int rows, int in_vec) {
 constexpr size_t kRowTilesGroupBytes = 256 * 1024;
 constexpr int kRowTilesMaxRows = 32;
 
+// Paired bf16 (the AVX2 build) takes groups of half that: its tiles ask for the next group while
+// they read the current one (PrefetchShare), and both must stay in the L2 of such a core, 512 KB
+// on Zen 2 and 3. bench_gemm bf16 on a Zen 3 core, 2 interleaved repetitions: q1.5b.gate 5 rows
+// 2.39-2.45 ms at 128 KB against 2.62-2.77 at 256; other shapes within 3%, but for the small
+// q1.5b.qo at 16 rows (1.13 against 1.00 ms).
+template <typename W>
+constexpr size_t row_tiles_group_bytes() {
+  return SSD_PAIRED_BF16 && std::is_same_v<W, uint16_t> ? kRowTilesGroupBytes / 2
+                                                        : kRowTilesGroupBytes;
+}
+
 // Rows that two_panel_rows takes (x permitting): two with 32 vector registers (20 accumulators;
 // 3 rows would need 30 plus 3 of x and a weight), one with 16.
 constexpr int kTwoPanelMaxRows = kRegisters >= 32 ? 2 : 1;
 
 #if SSD_PAIRED_BF16
 using packed_layout::kPairLanes;
-
-// One pair of k-vectors [k, k + 2 kLanes) of a tile of R rows against a panel of paired bf16
-// weights (packed_layout.h), `w` at the pair's block of row 0: each accumulator takes k-vector k,
-// then k + kLanes, as accumulate() would. The weights are widened one at a time, rows inside:
-// with the rows' x, one weight and the zero of the widening live beside 2 x 5 accumulators, a
-// 2-row tile fits AVX2's 16 registers.
-template <int R>
-inline void accumulate_pair(vec (&acc)[R][kPanel], const uint16_t* w, const float* const (&xrow)[R],
-                            int k) {
-  vec xv[R];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) xv[r] = load_vec(xrow[r] + k);
-#pragma GCC unroll 16
-  for (int j = 0; j < kPanel; ++j) {
-    const vec wv = load_pair_lo(w + j * kPairLanes);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) acc[r][j] = fma_vec(xv[r], wv, acc[r][j]);
-  }
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) xv[r] = load_vec(xrow[r] + k + kLanes);
-#pragma GCC unroll 16
-  for (int j = 0; j < kPanel; ++j) {
-    const vec wv = load_pair_hi(w + j * kPairLanes);
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) acc[r][j] = fma_vec(xv[r], wv, acc[r][j]);
-  }
-}
 #endif
 
 // Where a tile's accumulators wait between k-blocks: kPanel vectors per row.
@@ -112,7 +97,7 @@ struct Saved {
 template <int R, bool Blocked, bool Interleaved, typename W>
 inline void panel_tile(float* out, const float* x, const float* x_interleaved, const W* panel,
                        int in, int out_dim, int r0, int j0, int columns, int k0, int k1,
-                       Saved saved, size_t prefetch_ahead) {
+                       Saved saved, size_t prefetch_ahead, [[maybe_unused]] PrefetchShare* share) {
   const int in_vec = in / kLanes * kLanes;
   if constexpr (!Blocked) k0 = 0, k1 = in_vec, prefetch_ahead = kPrefetchAhead;
   vec acc[R][kPanel];
@@ -137,6 +122,14 @@ inline void panel_tile(float* out, const float* x, const float* x_interleaved, c
   // most 2 rows, so k0 is 0: k-blocks and interleaved x come with 3 or more.)
   if constexpr (std::is_same_v<W, uint16_t> && !Interleaved) {
     const int pairs_end = std::min(k1, in / kPairLanes * kPairLanes);
+    if (share) {  // its copy, so that its counters stay in registers over the loop
+      PrefetchShare next_group = *share;
+      for (; k + kPairLanes <= pairs_end; k += kPairLanes, wp += kPanel * kPairLanes) {
+        next_group.read(kPanel * kPairLanes * sizeof(uint16_t));
+        accumulate_pair(acc, wp, xload, k);
+      }
+      *share = next_group;
+    }
     for (; k + kPairLanes <= pairs_end; k += kPairLanes, wp += kPanel * kPairLanes) {
       if constexpr (R > 1)
 #pragma GCC unroll 4
@@ -270,15 +263,16 @@ struct PanelPass {
   size_t prefetch_ahead;
   bool blocked;
   const float* x_interleaved;  // the call's one tile's x (interleaved_x.h), or nullptr: row-major
+  PrefetchShare* share = nullptr;  // paired bf16 over groups (row_tiles_over_groups), else none
 
   template <int R, bool Interleaved>
   void tile_with(int r0) const {
     if (blocked)
       panel_tile<R, true, Interleaved>(out, x, x_interleaved, panel, in, out_dim, r0, j0, columns,
-                                       k0, k1, saved, prefetch_ahead);
+                                       k0, k1, saved, prefetch_ahead, share);
     else
       panel_tile<R, false, Interleaved>(out, x, x_interleaved, panel, in, out_dim, r0, j0, columns,
-                                        k0, k1, saved, prefetch_ahead);
+                                        k0, k1, saved, prefetch_ahead, share);
   }
   template <int R>
   void tile(int r0) const {
@@ -352,13 +346,13 @@ inline void prefetch_start(const void* matrix, size_t bytes) {
 }
 
 // See kRowTilesGroupBytes. Later row tiles prefetch the next group: at the same place in it as
-// they read in this one.
+// they read in this one; with paired bf16 every tile asks for its share (PrefetchShare).
 template <typename W>
 void row_tiles_over_groups(float* out, const float* x, const W* w, int rows, int in, int out_dim,
                            int threads) {
   const int count = panels(out_dim), in_vec = in / kLanes * kLanes;
   const size_t panel_size = size_t(kPanel) * in;
-  const int group = std::max<int>(1, int(kRowTilesGroupBytes / (panel_size * sizeof(W))));
+  const int group = std::max<int>(1, int(row_tiles_group_bytes<W>() / (panel_size * sizeof(W))));
   const int groups = (count + group - 1) / group;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
   for (int g = 0; g < groups; ++g) {
@@ -381,6 +375,22 @@ void row_tiles_over_groups(float* out, const float* x, const W* w, int rows, int
                         .prefetch_ahead = later ? group_bytes : kPrefetchAhead,
                         .blocked = later,
                         .x_interleaved = nullptr};
+#if SSD_PAIRED_BF16
+      PrefetchShare share;
+      if constexpr (std::is_same_v<W, uint16_t>) {
+        // This tile's rows' share of the next group, whole lines; nothing past the matrix.
+        const size_t next_bytes =
+            size_t(std::clamp(count - last, 0, group)) * panel_size * sizeof(W);
+        const size_t begin = next_bytes * r0 / rows / 64 * 64;
+        const size_t end =
+            r0 + tile_rows == rows ? next_bytes : next_bytes * (r0 + tile_rows) / rows / 64 * 64;
+        share.next = reinterpret_cast<const char*>(w + size_t(last) * panel_size) + begin;
+        share.share = end - begin;
+        share.reading = group_bytes;
+        pass.share = &share;
+        pass.blocked = false;
+      }
+#endif
       for (int p = first; p < last; ++p) {
         pass.panel = w + size_t(p) * panel_size;
         pass.j0 = p * kPanel;

@@ -378,15 +378,10 @@ void row_tiles_over_groups(float* out, const float* x, const W* w, int rows, int
 #if SSD_PAIRED_BF16
       PrefetchShare share;
       if constexpr (std::is_same_v<W, uint16_t>) {
-        // This tile's rows' share of the next group, whole lines; nothing past the matrix.
-        const size_t next_bytes =
-            size_t(std::clamp(count - last, 0, group)) * panel_size * sizeof(W);
-        const size_t begin = next_bytes * r0 / rows / 64 * 64;
-        const size_t end =
-            r0 + tile_rows == rows ? next_bytes : next_bytes * (r0 + tile_rows) / rows / 64 * 64;
-        share.next = reinterpret_cast<const char*>(w + size_t(last) * panel_size) + begin;
-        share.share = end - begin;
-        share.reading = group_bytes;
+        share = PrefetchShare::of_rows(
+            w + size_t(last) * panel_size,
+            size_t(std::clamp(count - last, 0, group)) * panel_size * sizeof(W), group_bytes, r0,
+            tile_rows, rows);
         pass.share = &share;
         pass.blocked = false;
       }

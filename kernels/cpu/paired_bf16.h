@@ -56,6 +56,16 @@ struct PrefetchShare {
   size_t share = 0;            // bytes of the share
   size_t reading = 1;          // bytes the tile reads in the current group
   size_t credit = 0;           // share x bytes read so far, less reading x bytes asked for
+
+  // The share of rows [r0, r0 + tile_rows) of a call of `rows`, in whole lines, of the next
+  // group's `next_bytes` at `next_group` (0 past the matrix), for a tile reading `reading` bytes.
+  static PrefetchShare of_rows(const void* next_group, size_t next_bytes, size_t reading, int r0,
+                               int tile_rows, int rows) {
+    const size_t begin = next_bytes * r0 / rows / 64 * 64;
+    const size_t end =
+        r0 + tile_rows == rows ? next_bytes : next_bytes * (r0 + tile_rows) / rows / 64 * 64;
+    return {static_cast<const char*>(next_group) + begin, end - begin, reading, 0};
+  }
   void read(size_t bytes) {
     credit += bytes * share;
     for (; credit >= 64 * reading; credit -= 64 * reading, next += 64)

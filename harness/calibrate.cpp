@@ -257,7 +257,8 @@ std::optional<RunSetup> refine_lookahead(const RunPlan& plan, const RunSetup& se
   LookaheadPrior prior = plan_prior(plan);
   const double prior_acceptance = prior.acceptance;
   prior.acceptance = measured_acceptance(warm_up, prior.acceptance);
-  const ScaledCosts scaled = scale_to_warm_up(setup.lookahead_measured, warm_up, setup.lookahead);
+  const ScaledCosts scaled =
+      scale_to_warm_up(setup.lookahead_measured, warm_up, setup.decode.lookahead);
   const LookaheadChoice choice = choose(plan, scaled.costs, prior);
   char head[320];
   std::snprintf(head, sizeof head,
@@ -266,9 +267,9 @@ std::optional<RunSetup> refine_lookahead(const RunPlan& plan, const RunSetup& se
                 "calibration's verification times x %.2f and draft times x %.2f to match its "
                 "rounds: ",
                 choice.lookahead, prior.acceptance, (long long)warm_up.draft_rounds,
-                setup.lookahead, prior_acceptance, scaled.verify_scale, scaled.draft_scale);
+                setup.decode.lookahead, prior_acceptance, scaled.verify_scale, scaled.draft_scale);
   RunSetup refined = setup;
-  refined.lookahead = choice.lookahead;
+  refined.decode.lookahead = choice.lookahead;
   refined.lookahead_choice = head + describe_choice(choice);
   return refined;
 }

@@ -244,14 +244,35 @@ RunPlan make_run_plan(const RunConfig& flags) {
 }
 
 RunSetup given_setup(const RunPlan& plan, std::string backend, int num_prompts) {
-  return {std::move(backend),    num_prompts, plan.decode.lookahead,
+  return {std::move(backend),    num_prompts, plan.decode,
           plan.lookahead_choice, "none",      LookaheadCosts{}};
 }
 
-DecodeSettings decode_settings(const RunPlan& plan, const RunSetup& setup) {
-  DecodeSettings settings = plan.decode;
-  settings.lookahead = setup.lookahead;
+Settings run_settings(const RunPlan& plan, const RunSetup& setup) {
+  Settings settings;
+  for (auto [name, value] : plan.settings) {
+    if (name == "backend") value = setup.backend;
+    if (name == "num_prompts") value = std::to_string(setup.num_prompts);
+    settings.emplace_back(name, value);
+    if (name == "draft_placement") {  // K as run, and how it came about, after the layout
+      settings.emplace_back("lookahead", std::to_string(setup.decode.lookahead));
+      settings.emplace_back("lookahead_choice", setup.lookahead_choice);
+      settings.emplace_back("lookahead_costs", setup.lookahead_costs);
+    }
+  }
   return settings;
+}
+
+int64_t RunPlan::kv_capacity(int64_t committed) const {
+  return sequence_kv_capacity(committed, speculative() ? decode.lookahead : 0);
+}
+
+int64_t RunPlan::step_rows(int64_t sequences) const {
+  return sequences * (speculative() ? decode.lookahead + 1 : 1);
+}
+
+int64_t RunPlan::positions_needed(int64_t committed) const {
+  return committed + (!speculative() ? 0 : lookahead_auto ? 2 : decode.lookahead + 1);
 }
 
 bool RunPlan::tokens_reproducible() const {

@@ -7,6 +7,7 @@
 // that -k auto measured) is a RunSetup beside the plan, not a patch to it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,6 +62,13 @@ struct RunPlan {
   bool tokens_reproducible() const;
   // The settings' value for `name` ("" when there is none).
   const std::string& setting(const std::string& name) const;
+  // What the checks before loading assume of a sequence with `committed` tokens (prompt and new
+  // ones), while -k auto's K is not settled: the KV slots (ssd/decode.h's rule) and rows of a
+  // step at its largest K; the positions a round reaches at K = 1, since -k auto weighs only
+  // the K that fit (harness/run.cpp's auto_lookahead_limit).
+  int64_t kv_capacity(int64_t committed) const;
+  int64_t step_rows(int64_t sequences) const;
+  int64_t positions_needed(int64_t committed) const;
 };
 
 // What the launch settled after the plan was made. -k auto's K is settled twice: by the
@@ -69,7 +77,7 @@ struct RunPlan {
 struct RunSetup {
   std::string backend;           // this run's backend ("cpu", "cuda"): what --backend auto chose
   int num_prompts = 0;           // random prompts, or the --prompts file's lines
-  int lookahead = 0;             // K: the plan's, or -k auto's choice
+  DecodeSettings decode;         // the decoding as run: the plan's, K being -k auto's choice
   std::string lookahead_choice;  // how K came about
   std::string lookahead_costs = "none";  // -k auto: the step costs it was chosen from
   LookaheadCosts lookahead_measured;     // -k auto: the same costs, for refine_lookahead
@@ -83,11 +91,8 @@ RunPlan make_run_plan(const RunConfig& flags);
 // The set-up of a run whose K is the plan's (no -k auto).
 RunSetup given_setup(const RunPlan& plan, std::string backend, int num_prompts);
 
-// The decoding with the setup's K.
-DecodeSettings decode_settings(const RunPlan& plan, const RunSetup& setup);
-
 // The flags by name as the plan resolved them (make_run_plan keeps them as plan.settings; the
-// backend, num_prompts and K are the flags' until run_settings puts in the setup's).
+// backend and num_prompts are the flags' until run_settings puts in the setup's).
 Settings describe_flags(const RunConfig& flags, const RunPlan& plan);
 
 // The plan's settings with what the setup settled (backend, num_prompts, K and how it was

@@ -125,7 +125,7 @@ std::vector<ResultCell> make_result_row(const RunPlan& plan, const RunSetup& set
       has_draft ? text("draft", "draft", 14, model_name(plan.launch.draft))
                 : Cell{"draft", "draft", 14, Cell::None{}, "%s", "", ""},
       // K as the run set it (RunSetup): the row, CSV, JSON and /summary show the same one.
-      sp.present ? integer("lookahead", "K", 3, setup.lookahead, "lookahead")
+      sp.present ? integer("lookahead", "K", 3, setup.decode.lookahead, "lookahead")
                  : Cell{"lookahead", "K", 3, Cell::None{}, "%lld", "lookahead", ""},
       integer("batch", "batch", 6, plan.decode.batch_size),
       integer("prompts", "prompts", 8, setup.num_prompts),

@@ -61,13 +61,9 @@ Prompts make_prompts(const RunPlan& plan, const ModelConfig& mc) {
                                    : load_prompts(p.file, mc.vocab_size);
   size_t longest = 0;
   for (const auto& prompt : prompts) longest = std::max(longest, prompt.size());
-  // -k auto needs room for K = 1 at least; it weighs only the K that fit (auto_lookahead_limit).
-  const int64_t extra = !plan.speculative()   ? 0
-                        : plan.lookahead_auto ? 2
-                                              : plan.decode.lookahead + 1;
   const int max_new_tokens = plan.decode.limits.max_new_tokens;
   if (mc.max_position_embeddings > 0 &&
-      int64_t(longest) + max_new_tokens + extra > mc.max_position_embeddings)
+      plan.positions_needed(int64_t(longest) + max_new_tokens) > mc.max_position_embeddings)
     throw InputError("--max-new-tokens: prompt (" + std::to_string(longest) + ") + " +
                      std::to_string(max_new_tokens) +
                      " new tokens exceed the model's max_position_embeddings (" +
@@ -81,10 +77,9 @@ void check_run_fits(const RunPlan& plan, const Launch& launch, const Prompts& pr
   size_t longest = 0;
   for (const auto& p : prompts) longest = std::max(longest, p.size());
   const int batch_size = plan.decode.batch_size, max_new_tokens = plan.decode.limits.max_new_tokens;
-  const int lookahead = plan.speculative() ? plan.decode.lookahead : 0;  // -k auto: the largest
   const int64_t rows = std::min<int64_t>(batch_size, int64_t(prompts.size()));
-  const int64_t capacity = sequence_kv_capacity(int64_t(longest) + max_new_tokens, lookahead);
-  const int64_t step_rows = rows * (lookahead + 1);
+  const int64_t capacity = plan.kv_capacity(int64_t(longest) + max_new_tokens);
+  const int64_t step_rows = plan.step_rows(rows);
   const int64_t forward_rows = std::max(rows * int64_t(longest), step_rows);  // prefill or step
   MemoryNeed need;
   if (launch.is_target())
@@ -128,7 +123,7 @@ RunSetup settle_setup(const RunPlan& plan, Launch& launch, const Prompts& prompt
   const AutoLookahead k =
       choose_lookahead(plan, launch, calibration_context(plan, prompts),
                        auto_lookahead_limit(plan, prompts, launch.target_source->config()));
-  setup.lookahead = k.lookahead;
+  setup.decode.lookahead = k.lookahead;
   setup.lookahead_choice = k.choice;
   setup.lookahead_costs = k.costs;
   setup.lookahead_measured = k.measured;
@@ -162,9 +157,8 @@ class Progress {
 
 // `runs` warm-up runs, unrecorded; their totals summed (refine_lookahead's acceptance and
 // step costs).
-RepTotals warm_up(const RunPlan& plan, const RunSetup& setup, int runs, const Prompts& prompts,
+RepTotals warm_up(const DecodeSettings& settings, int runs, const Prompts& prompts,
                   ModelGroup& target, DraftEndpoint* draft, double clock_zero, Progress& progress) {
-  const DecodeSettings settings = decode_settings(plan, setup);
   const auto on_tokens = [&](int64_t tokens) { progress.add(tokens); };
   RepTotals sum;
   TokenLists generated;
@@ -185,7 +179,7 @@ RepTotals warm_up(const RunPlan& plan, const RunSetup& setup, int runs, const Pr
 RunRecords run_repetitions(const RunPlan& plan, const RunSetup& setup, const Prompts& prompts,
                            ModelGroup& target, DraftEndpoint* draft, double clock_zero,
                            Progress& progress, bool& identical) {
-  const DecodeSettings settings = decode_settings(plan, setup);
+  const DecodeSettings& settings = setup.decode;
   const auto on_tokens = [&](int64_t tokens) { progress.add(tokens); };
   RunRecords records;
   TokenLists generated;
@@ -234,16 +228,17 @@ int lead(const RunPlan& plan, RunSetup setup, Launch& launch, const Prompts& pro
   Progress progress(plan.output.progress_s, total);
   progress.phase("warm-up");
   const double clock_zero = global_now();
-  const RepTotals warm = warm_up(plan, setup, plan.warmup, prompts, target_group, endpoint.get(),
+  const RepTotals warm = warm_up(setup.decode, plan.warmup, prompts, target_group, endpoint.get(),
                                  clock_zero, progress);
   if (std::optional<RunSetup> refined = refine_lookahead(plan, setup, warm)) {
     // A new K gets a warm-up of its own: the SSD drafter learns its budget and fallback times
     // afresh at a new K (SaguaroDrafter::start), and the recorded runs should not time that.
     // On the Qwen pair the first recorded run at the new K spent 3.5 outcomes per sequence at
     // T_p 1.11 where a run given that K settled at ~2 and 0.96.
-    const bool new_k = refined->lookahead != setup.lookahead;
+    const bool new_k = refined->decode.lookahead != setup.decode.lookahead;
     setup = *refined;
-    if (new_k) warm_up(plan, setup, 1, prompts, target_group, endpoint.get(), clock_zero, progress);
+    if (new_k)
+      warm_up(setup.decode, 1, prompts, target_group, endpoint.get(), clock_zero, progress);
   }
   report.header(info, plan, setup, launch.target, launch.draft);
   bool identical = true;

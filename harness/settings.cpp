@@ -1,5 +1,6 @@
-// A run's settings by name, in the order the console header prints them and the HDF5 file
-// stores them under /config: the flags as the plan resolved them, and what the launch settled.
+// A run's flags by name, in the order the console header prints them and the HDF5 file stores
+// them under /config, as the plan resolved them. What the launch settled (the backend, the
+// prompts' count, K) joins them in run_settings (harness/plan.cpp).
 #include <sstream>
 
 #include "harness/plan.h"
@@ -20,9 +21,6 @@ Settings describe_flags(const RunConfig& c, const RunPlan& plan) {
       {"target_tp", str(c.target_tp)},
       {"draft_ranks", str(plan.launch.draft_ranks)},
       {"draft_placement", placement_name(plan.placement)},
-      {"lookahead", str(plan.decode.lookahead)},
-      {"lookahead_choice", plan.lookahead_choice},
-      {"lookahead_costs", "none"},
       {"draft_temperature", str(plan.draft_temperature)},
       {"fanout", c.fanout},
       {"fanout_backup", c.fanout_backup.empty() ? c.fanout : c.fanout_backup},
@@ -51,18 +49,6 @@ Settings describe_flags(const RunConfig& c, const RunPlan& plan) {
       {"devices", c.devices.empty() ? "local rank" : c.devices},
       {"out", c.out.empty() ? "none" : c.out},
   };
-}
-
-Settings run_settings(const RunPlan& plan, const RunSetup& setup) {
-  Settings settings = plan.settings;
-  for (auto& [name, value] : settings) {
-    if (name == "backend") value = setup.backend;
-    if (name == "num_prompts") value = std::to_string(setup.num_prompts);
-    if (name == "lookahead") value = std::to_string(setup.lookahead);
-    if (name == "lookahead_choice") value = setup.lookahead_choice;
-    if (name == "lookahead_costs") value = setup.lookahead_costs;
-  }
-  return settings;
 }
 
 }  // namespace ssd

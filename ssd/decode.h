@@ -6,7 +6,6 @@
 #pragma once
 
 #include "ssd/draft_endpoint.h"
-#include "ssd/kv_capacity.h"
 #include "ssd/model_group.h"
 #include "ssd/recorder.h"
 #include "ssd/sequence_batch.h"
@@ -20,6 +19,17 @@ struct DecodeSettings {
   int lookahead = 4;      // K (SD, SSD)
   OutcomeModel outcomes;  // real verification unless synthetic (SD, SSD)
 };
+
+// The KV-cache slots a sequence needs: one rule for every cache, so that the target's, the
+// drafters' and the memory preflight's sizes cannot drift apart. Its committed tokens (prompt
+// and every new token) and, while it speculates K tokens ahead (K = 0: AR), K + 2 more: a
+// verification writes the newest token and K drafts past the committed length, and after a
+// full accept the draft feeds its last token as well. (SSD's draft drafts the next speculation
+// on top of the one being verified, so its committed part reaches K further:
+// ssd/saguaro_drafter.cpp.)
+constexpr int64_t sequence_kv_capacity(int64_t committed, int lookahead) {
+  return committed + (lookahead > 0 ? lookahead + 2 : 0);
+}
 
 // `draft` null: autoregressive decoding. Fills `generated` (one list per prompt) and returns
 // the repetition's totals.

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "ssd/kv_capacity.h"
+#include "ssd/decode.h"
 #include "ssd/saguaro_sampling.h"
 #include "ssd/sampling.h"
 #include "ssd/synthetic_outcome.h"

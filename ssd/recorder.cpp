@@ -58,7 +58,7 @@ void Recorder::bonus_resolved(int row, int32_t token) {
   if (RoundRecord* previous = previous_round(row)) previous->bonus = token;
 }
 
-void Recorder::round(const SequenceBatch& batch, int round, int lookahead,
+void Recorder::round(const SequenceBatch& batch, int round,
                      const std::vector<SequenceVerdict>& verdicts, const RoundTimes& times,
                      const ExchangeTiming& exchange) {
   int64_t emitted = 0;
@@ -68,12 +68,12 @@ void Recorder::round(const SequenceBatch& batch, int round, int lookahead,
     if (v.source != SpeculationSource::Backup) {
       ++totals_.draft_rounds;
       totals_.draft_accepted += v.accepted;
-      if (v.accepted < lookahead) ++totals_.draft_rejections;
+      if (v.accepted < v.drafted) ++totals_.draft_rejections;
     }
     totals_.per_sequence_decode_tokens += double(v.emitted) / batch.rows();
+    totals_.drafted += v.drafted;
   }
   totals_.rounds += int64_t(verdicts.size());
-  totals_.drafted += int64_t(verdicts.size()) * lookahead;
   totals_.decode_tokens += emitted;
   totals_.generated_tokens += emitted;
   totals_.decode_s += times.end - times.start;
@@ -114,7 +114,7 @@ void Recorder::round(const SequenceBatch& batch, int round, int lookahead,
     r.round = round;
     r.row = v.row;
     r.sequence = batch.sequence(v.row);
-    r.drafted = lookahead;
+    r.drafted = v.drafted;
     r.accepted = v.accepted;
     r.bonus = v.bonus;
     r.tokens = v.emitted;

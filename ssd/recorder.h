@@ -18,6 +18,7 @@ namespace ssd {
 // One sequence's verdict in a speculation round.
 struct SequenceVerdict {
   int row = 0;
+  int drafted = 0;    // K: the speculation's draft tokens
   int accepted = 0;   // k
   int32_t bonus = 0;  // -1 while a synthetic bonus awaits the draft's token
   int emitted = 0;    // tokens emitted (k + 1, less when the sequence ended)
@@ -51,9 +52,8 @@ class Recorder {
   void cache_report(const SequenceSpeculation& sp, const DraftTelemetry& draft);
   void bonus_resolved(int row, int32_t token);
   // SD/SSD: one round's verdicts.
-  void round(const SequenceBatch& batch, int round, int lookahead,
-             const std::vector<SequenceVerdict>& verdicts, const RoundTimes& times,
-             const ExchangeTiming& exchange);
+  void round(const SequenceBatch& batch, int round, const std::vector<SequenceVerdict>& verdicts,
+             const RoundTimes& times, const ExchangeTiming& exchange);
 
   const RepTotals& totals() const { return totals_; }
 

@@ -5,8 +5,8 @@
 
 #include "comm/clock.h"
 #include "ssd/backup_speculator.h"
+#include "ssd/decode.h"
 #include "ssd/draft_endpoint.h"
-#include "ssd/kv_capacity.h"
 #include "ssd/saguaro_sampling.h"
 #include "ssd/sampling.h"
 

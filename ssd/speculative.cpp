@@ -88,7 +88,7 @@ SequenceVerdict accept(SequenceBatch& batch, SpeculationRow& row, const Sequence
                        const Verdict& v, OutcomeSource& outcomes) {
   // The newest token and the accepted drafts are now in the target's cache.
   batch.cached(sp.row) += 1 + v.accepted;
-  SequenceVerdict out{sp.row, v.accepted, v.bonus, 0, sp.source};
+  SequenceVerdict out{sp.row, int(sp.tokens.size()), v.accepted, v.bonus, 0, sp.source};
   bool open = true;
   for (int j = 0; j < v.accepted && open; ++j, ++out.emitted)
     open = batch.emit(sp.row, sp.tokens[size_t(j)]);
@@ -141,7 +141,7 @@ void decode_group_speculative(ModelGroup& target, DraftEndpoint& draft, Sequence
     }
     t.end = global_now();
     busy_s = t.end - t.verify_start;
-    recorder.round(batch, round, s.lookahead, verdicts, t, exchange);
+    recorder.round(batch, round, verdicts, t, exchange);
   }
 }
 

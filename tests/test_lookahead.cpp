@@ -185,7 +185,7 @@ TEST(RefineLookahead, ScalesTheCalibrationToTheWarmUpsRounds) {
   plan.mode = Mode::SSD;
   plan.lookahead_auto = true;
   RunSetup setup;
-  setup.lookahead = 2;
+  setup.decode.lookahead = 2;
   LookaheadCosts& cal = setup.lookahead_measured;
   cal.verify_s = {0.0, 0.22, 0.22, 0.22, 0.22, 0.24, 0.26, 0.27, 0.36};
   cal.draft_step_s = 0.046;
@@ -202,7 +202,7 @@ TEST(RefineLookahead, ScalesTheCalibrationToTheWarmUpsRounds) {
   prior.acceptance = 0.9;
   const std::optional<RunSetup> same = refine_lookahead(plan, setup, warm);
   ASSERT_TRUE(same.has_value());
-  EXPECT_EQ(same->lookahead, choose_ssd_lookahead(cal, prior, 0, kMaxAutoBudget).lookahead);
+  EXPECT_EQ(same->decode.lookahead, choose_ssd_lookahead(cal, prior, 0, kMaxAutoBudget).lookahead);
   EXPECT_NE(same->lookahead_choice.find("x 1.00 and draft times x 1.00"), std::string::npos)
       << same->lookahead_choice;
   // Faster verifications and slower builds than calibrated: the cache of a long K no longer
@@ -215,8 +215,9 @@ TEST(RefineLookahead, ScalesTheCalibrationToTheWarmUpsRounds) {
   for (double& v : expected.verify_s) v *= 0.15 / 0.22;
   const double draft = 0.18 / (0.046 + 2 * (0.0295 + 0.0083 * 2.0));
   expected.draft_step_s *= draft, expected.branch_a_s *= draft, expected.branch_b_s *= draft;
-  EXPECT_EQ(scaled->lookahead, choose_ssd_lookahead(expected, prior, 0, kMaxAutoBudget).lookahead);
-  EXPECT_LT(scaled->lookahead, same->lookahead);
+  EXPECT_EQ(scaled->decode.lookahead,
+            choose_ssd_lookahead(expected, prior, 0, kMaxAutoBudget).lookahead);
+  EXPECT_LT(scaled->decode.lookahead, same->decode.lookahead);
   EXPECT_NE(scaled->lookahead_choice.find("x 0.68 and draft times x 1.30"), std::string::npos)
       << scaled->lookahead_choice;
 }

@@ -120,24 +120,9 @@ inline void panel_tile(float* out, const float* x, const float* x_interleaved, c
 #if SSD_PAIRED_BF16
   // Paired bf16 weights: the pairs, then an odd last k-vector below. (This build's tiles have at
   // most 2 rows, so k0 is 0: k-blocks and interleaved x come with 3 or more.)
-  if constexpr (std::is_same_v<W, uint16_t> && !Interleaved) {
-    const int pairs_end = std::min(k1, in / kPairLanes * kPairLanes);
-    if (share) {  // its copy, so that its counters stay in registers over the loop
-      PrefetchShare next_group = *share;
-      for (; k + kPairLanes <= pairs_end; k += kPairLanes, wp += kPanel * kPairLanes) {
-        next_group.read(kPanel * kPairLanes * sizeof(uint16_t));
-        accumulate_pair(acc, wp, xload, k);
-      }
-      *share = next_group;
-    }
-    for (; k + kPairLanes <= pairs_end; k += kPairLanes, wp += kPanel * kPairLanes) {
-      if constexpr (R > 1)
-#pragma GCC unroll 4
-        for (int line = 0; line < kPanel * kPairLanes * 2; line += 64)
-          __builtin_prefetch(reinterpret_cast<const char*>(wp) + line + prefetch_ahead, 0, 1);
-      accumulate_pair(acc, wp, xload, k);
-    }
-  }
+  if constexpr (std::is_same_v<W, uint16_t> && !Interleaved)
+    k = accumulate_pairs(acc, wp, xload, k, std::min(k1, in / kPairLanes * kPairLanes),
+                         prefetch_ahead, share);
 #endif
   for (; k < k1; k += kLanes, wp += kPanel * kLanes) {
     vec wv[kPanel];

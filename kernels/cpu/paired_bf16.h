@@ -73,4 +73,36 @@ struct PrefetchShare {
   }
 };
 
+#if SSD_PAIRED_BF16
+// The pairs of k-vectors from k up to pairs_end of an R-row tile (matmul_packed.cpp's panel_tile),
+// `wp` at k's pair block and moved past the last. The tile prefetches its own stream
+// prefetch_ahead on (several rows), or, with a share, asks for its part of the next group first
+// and then has no pairs left for the second loop. Returns the k past the pairs.
+template <int R>
+[[gnu::always_inline]] inline int accumulate_pairs(simd::vec (&acc)[R][packed_layout::kPanel],
+                                                   const uint16_t*& wp,
+                                                   const float* const (&xload)[R], int k,
+                                                   int pairs_end, size_t prefetch_ahead,
+                                                   PrefetchShare* share) {
+  using packed_layout::kPairLanes;
+  using packed_layout::kPanel;
+  if (share) {  // its copy, so that its counters stay in registers over the loop
+    PrefetchShare next_group = *share;
+    for (; k + kPairLanes <= pairs_end; k += kPairLanes, wp += kPanel * kPairLanes) {
+      next_group.read(kPanel * kPairLanes * sizeof(uint16_t));
+      accumulate_pair(acc, wp, xload, k);
+    }
+    *share = next_group;
+  }
+  for (; k + kPairLanes <= pairs_end; k += kPairLanes, wp += kPanel * kPairLanes) {
+    if constexpr (R > 1)
+#pragma GCC unroll 4
+      for (int line = 0; line < kPanel * kPairLanes * 2; line += 64)
+        __builtin_prefetch(reinterpret_cast<const char*>(wp) + line + prefetch_ahead, 0, 1);
+    accumulate_pair(acc, wp, xload, k);
+  }
+  return k;
+}
+#endif
+
 }  // namespace ssd

@@ -42,9 +42,11 @@ using simd::vec;
 
 constexpr int kMaxTileRows = 5;  // 5 x 5 accumulators + 5 rows of x + a weight: 31 registers
 
-// Panels per group for 6 or more rows (see row_tiles_over_groups): 256 KiB of weights, which stay
-// in a 1 MiB L2 while every row tile walks them.
+// Panels per group for 6 or more rows (see row_tiles_over_groups): one panel while the call's x
+// fits in a quarter of a 1 MiB L2 beside it; for a wider x, 256 KiB of weights, which stay in L2
+// while every row tile walks them with its own rows of x.
 constexpr size_t kGroupBytes = 256 * 1024;
+constexpr size_t kPanelGroupsXBytes = 256 * 1024;
 
 inline __m512bh as_bf16(__m512i v) {
   return (__m512bh)v;  // the same 512 bits, typed as 32 bf16 (a vector cast, no instruction)
@@ -339,14 +341,25 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
 }
 
 // Six rows and more (a batch's verification, SSD's branch rows, prefill): more rows than one tile
-// holds, so the weights are read once per row tile. The panels come in groups that stay in L2;
-// every row tile walks a whole group, the first reading it from memory, the later ones from L2,
-// prefetching the next group at the same place so that its first tile finds it in L2 too.
+// holds, so the weights are read once per row tile. The panels come in groups that stay in
+// cache; every row tile walks a whole group, the first reading it from memory, the later ones
+// from cache, prefetching the next group at the same place so that its first tile finds it in
+// cache too.
+//
+// A group is one panel unless x is wide (kPanelGroupsXBytes). bench_gemm, 1 thread, Zen 4,
+// three interleaved repetitions, medians, against 256 KiB groups for every x: 8 rows 0.64-0.93
+// over 6 shapes (q1.5b.qo 388 -> 271 us, q1.5b.gate 2165 -> 1395, 1b.gate 3214 -> 2098; 0.44
+// -> 0.67 of the bf16 peak), 16 rows 0.87-0.95, 32 rows 0.87-1.00, 80 rows (x past 256 KiB but
+// for q1.5b.qo and .gate) 0.95-0.99 and the shapes whose code did not change 0.86-1.06 (noise).
+// One panel for every x made q1.5b.down (x of 8960 columns) 1.07x slower at 32 rows and 1.17x at
+// 80 (11.4 -> 13.3 ms): its tiles re-read 573 KB and 1.4 MB of x for every panel instead of
+// once per group.
 void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
                            int out_dim, int threads) {
   const int count = panels(out_dim);
   const size_t panel_bytes = size_t(kPanel) * in * sizeof(uint16_t);
-  const int group = std::max<int>(1, int(kGroupBytes / panel_bytes));
+  const bool wide_x = size_t(rows) * in * sizeof(uint16_t) > kPanelGroupsXBytes;
+  const int group = wide_x ? std::max<int>(1, int(kGroupBytes / panel_bytes)) : 1;
   const int groups = (count + group - 1) / group;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
   for (int g = 0; g < groups; ++g) {

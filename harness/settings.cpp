@@ -20,6 +20,7 @@ Settings describe_flags(const RunConfig& c, const RunPlan& plan) {
       {"weight_seed", str(c.weight_seed)},
       {"target_tp", str(c.target_tp)},
       {"draft_ranks", str(plan.launch.draft_ranks)},
+      // run_settings (harness/plan.cpp) puts K's three entries after this one, by its name.
       {"draft_placement", placement_name(plan.placement)},
       {"draft_temperature", str(plan.draft_temperature)},
       {"fanout", c.fanout},

@@ -2,11 +2,12 @@
 // forward pass uses) and row-major, the bf16 x bf16 -> fp32 kernel of --compute bf16 (dot_bf16:
 // activations rounded to bf16, AVX512_BF16's vdpbf16ps, on weights packed by
 // pack_matrix_bf16_dot), and OpenBLAS sgemm (fp32), at llama-124m's, Llama-3.2-1B's and
-// Qwen2.5-Coder-1.5B's (the real pair's target: q1.5b.*) linear shapes, for the row counts decoding
-// uses: 1 (AR), 2, 3 and 5 (K + 1 at K = 2, SSD's -k auto choice on the Qwen pair, and at K = 4),
-// 4, 8, 16 (batch x (K+1), SSD branches), 32, 80 (batch 16 x (K+1)) and 128 (prefill); and at the
-// llama-12m draft's shapes with 10, 20 and 40 rows as well: an SSD cache build runs K batched
-// steps of one row per branch, as many rows as the budget times the batch.
+// Qwen2.5-Coder-1.5B's and 0.5B's (the real pair: q1.5b.*, q0.5b.*) linear shapes, for the row
+// counts decoding uses: 1 (AR), 2, 3 and 5 (K + 1 at K = 2, SSD's -k auto choice on the Qwen
+// pair, and at K = 4), 4, 8, 16 (batch x (K+1), SSD branches), 32, 80 (batch 16 x (K+1)) and 128
+// (prefill); and at the drafts' shapes (llama-12m, q0.5b) with 10, 20 and 40 rows as well: an
+// SSD cache build runs K batched steps of one row per branch, as many rows as the budget times
+// the batch.
 //
 // Counters: FLOPS (2*M*in*out per call), weight_BW (in*out*element bytes per call), both rates,
 // and peak_frac: FLOPS as a fraction of the host's measured peak of the kernel's compute (fp32
@@ -69,20 +70,22 @@ void openblas_f32(float* y, const float* x, const void* w, int rows, int in, int
   ssd::matmul_openblas(y, x, static_cast<const float*>(w), rows, in, out, t);
 }
 
-// 64-byte aligned storage, as CpuBackend allocates weights and activations: std::vector's
-// 16-byte alignment made every other 32-byte bf16 load and every 64-byte x load straddle two
-// cache lines, which the forward pass never does.
+// Storage as CpuBackend allocates weights and activations (allocate_cpu_memory). 64-byte
+// aligned: std::vector's 16-byte alignment made every other 32-byte bf16 load and every 64-byte x
+// load straddle two cache lines, which the forward pass never does. And the weight copies on 2 MiB
+// pages, as the forward pass's weights are (this host's THP mode is "madvise", so plain
+// allocations sit on 4 KiB pages). Measured with the dot GEMM, 1 thread, Zen 4, three interleaved
+// passes of two repetitions, 2 MiB against 4 KiB pages: q1.5b.qo (a 4.7 MB matrix) 0.72-0.76 of
+// the time at 1, 2, 8 and 16 rows, 0.90-0.94 at 3-5; q1.5b.gate and .down (27.5 MB) 0.84-1.07.
+// On 4 KiB pages a 1-row call of q1.5b.qo read 19 GB/s where characterize's GEMM table (weights
+// from the backend) read 26.
 template <typename T>
 struct CacheLineAllocator {
   using value_type = T;
   CacheLineAllocator() = default;
   template <typename U>
   CacheLineAllocator(const CacheLineAllocator<U>&) {}
-  T* allocate(size_t n) {
-    void* p = std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64);
-    if (!p) throw std::bad_alloc();
-    return static_cast<T*>(p);
-  }
+  T* allocate(size_t n) { return static_cast<T*>(ssd::allocate_cpu_memory(n * sizeof(T), false)); }
   void deallocate(T* p, size_t) { std::free(p); }
   bool operator==(const CacheLineAllocator&) const { return true; }
 };
@@ -234,15 +237,17 @@ int main(int argc, char** argv) {
     int in, out;
     bool draft;  // the draft's: the cache build's row counts too
   };
-  const Shape shapes[] = {{"124m.qo", 768, 768, false},     {"124m.kv", 768, 256, false},
-                          {"124m.gate", 768, 2048, false},  {"124m.down", 2048, 768, false},
-                          {"124m.head", 768, 32000, false}, {"12m.qo", 256, 256, true},
-                          {"12m.kv", 256, 128, true},       {"12m.gate", 256, 688, true},
-                          {"12m.down", 688, 256, true},     {"12m.head", 256, 32000, true},
-                          {"1b.qo", 2048, 2048, false},     {"1b.gate", 2048, 8192, false},
-                          {"1b.down", 8192, 2048, false},   {"q1.5b.qo", 1536, 1536, false},
-                          {"q1.5b.kv", 1536, 256, false},   {"q1.5b.gate", 1536, 8960, false},
-                          {"q1.5b.down", 8960, 1536, false}};
+  const Shape shapes[] = {{"124m.qo", 768, 768, false},      {"124m.kv", 768, 256, false},
+                          {"124m.gate", 768, 2048, false},   {"124m.down", 2048, 768, false},
+                          {"124m.head", 768, 32000, false},  {"12m.qo", 256, 256, true},
+                          {"12m.kv", 256, 128, true},        {"12m.gate", 256, 688, true},
+                          {"12m.down", 688, 256, true},      {"12m.head", 256, 32000, true},
+                          {"1b.qo", 2048, 2048, false},      {"1b.gate", 2048, 8192, false},
+                          {"1b.down", 8192, 2048, false},    {"q1.5b.qo", 1536, 1536, false},
+                          {"q1.5b.kv", 1536, 256, false},    {"q1.5b.gate", 1536, 8960, false},
+                          {"q1.5b.down", 8960, 1536, false}, {"q0.5b.qo", 896, 896, true},
+                          {"q0.5b.kv", 896, 128, true},      {"q0.5b.gate", 896, 4864, true},
+                          {"q0.5b.down", 4864, 896, true}};
   const std::vector<int> target_rows = {1, 2, 3, 4, 5, 8, 16, 32, 80, 128};
   const std::vector<int> draft_rows = {1, 2, 4, 5, 8, 10, 16, 20, 32, 40, 80, 128};
   struct Kernel {

@@ -30,14 +30,18 @@ const uint16_t* bf16(const Buffer& b) {
   return static_cast<const uint16_t*>(b.data);
 }
 
-void* aligned_zeroed(size_t bytes, bool zero = true);
+void* aligned_zeroed(size_t bytes) {
+  return allocate_cpu_memory(bytes, true);
+}
 
 // For a buffer its writer fills entirely (a packed matrix).
 void* aligned_uninitialized(size_t bytes) {
-  return aligned_zeroed(bytes, false);
+  return allocate_cpu_memory(bytes, false);
 }
 
-void* aligned_zeroed(size_t bytes, bool zero) {
+}  // namespace
+
+void* allocate_cpu_memory(size_t bytes, bool zero) {
   // 64-byte aligned so rows start on cache lines; zeroed so fresh KV caches are defined.
   //
   // A buffer of 1 MiB or more (a weight matrix, a KV cache) takes whole 2 MiB pages, asked of
@@ -63,8 +67,6 @@ void* aligned_zeroed(size_t bytes, bool zero) {
   if (zero) std::memset(p, 0, bytes);
   return p;
 }
-
-}  // namespace
 
 std::string cpu_model_name() {
   std::ifstream in("/proc/cpuinfo");

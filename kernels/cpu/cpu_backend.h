@@ -3,6 +3,7 @@
 // forward pass and OpenBLAS for the throughput-only paths.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 #include "kernels/backend.h"
@@ -22,6 +23,12 @@ enum class GemmKind { Invariant, OpenBLAS };
 // and CPU have AVX512_BF16, else F32. fp32 weights are multiplied in fp32 under every mode but
 // BF16, which refuses them (CpuBackend::upload_matrix).
 enum class CpuCompute { F32, BF16, Auto };
+
+// Memory as CpuBackend holds weights, KV caches and activations: 64-byte aligned; a buffer of
+// 1 MiB or more on whole 2 MiB transparent huge pages (cpu_backend.cpp says why). Zeroed when
+// `zero`. Freed with std::free. bench_gemm takes its weights from here, so that it measures the
+// GEMMs on the pages the forward pass reads them from.
+void* allocate_cpu_memory(size_t bytes, bool zero);
 
 // True when this build has the AVX512_BF16 kernel (compiled with -march=native on a CPU that has
 // it) and the CPU running it has the instructions.

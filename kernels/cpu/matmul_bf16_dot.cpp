@@ -285,20 +285,31 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
 }
 
 // Three to five rows: one tile per panel. The tile reads its rows of x once per panel, from L1
-// while they fit there beside the weight stream (kXFitsBytes). Wider x (5 rows of a 8960-wide
-// down_proj are 90 KB) walks k in blocks that fit (kXBlockBytes): every panel of a group of
-// kGroupPanels takes one block before the group moves on to the next, its accumulators waiting
+// while they fit there beside the weight stream (kXFitsBytes, below). Wider x (5 rows of a
+// 8960-wide down_proj are 90 KB) walks k in blocks that fit (kXBlockBytes): every panel of a group
+// of kGroupPanels takes one block before the group moves on to the next, its accumulators waiting
 // in a scratch between blocks, as the fp32 GEMM does (matmul_packed.cpp).
 //
-// 8 KiB, a quarter of Zen 4's 32 KiB L1D. At 24 KiB unblocked and 16 KiB blocks, x shared L1
-// with the weight stream and its prefetches (which evicting which was not measured), and a 5-row
-// call ran 1.3-1.9x a one-row call that reads the same weights. bench_gemm, 1 thread, Zen 4, two
-// interleaved passes, 5 rows: 1b.qo 744-806 -> 532-535 us, 1b.gate 2555-2781 -> 1868-2069,
+// The blocks: 8 KiB, a quarter of Zen 4's 32 KiB L1D. At 24 KiB unblocked and 16 KiB blocks, x
+// shared L1 with the weight stream and its prefetches (which evicting which was not measured), and
+// a 5-row call ran 1.3-1.9x a one-row call that reads the same weights. bench_gemm, 1 thread, Zen
+// 4, two interleaved passes, 5 rows: 1b.qo 744-806 -> 532-535 us, 1b.gate 2555-2781 -> 1868-2069,
 // 1b.down 2432-2487 -> 1960-2018, 124m.down 259-261 -> 182-187; 124m.gate (x of 7.5 KiB, never
 // blocked) level. Blocks of 4 KiB were slower again (124m.gate 229-236, 1b.down 2355-2407); 6 and
 // 10 KiB were level with 8 within noise. bench_decode llama-3.2-1b bf16, context 128, two
 // interleaved pairs: 5 rows 169-172 -> 126-128 ms, 3 rows 148-152 -> 133-137, 1 row level.
-constexpr size_t kXFitsBytes = 8 * 1024;
+//
+// x is kept whole up to 10 KiB (kXFitsBytes), blocked past it: 3 rows of the pair's 1536-wide
+// target and 5 rows of its 896-wide draft (9 and 8.75 KiB) split into one block of 8 KiB and a
+// sliver (1344 + 192 and 768 + 128 k), whose pass over the group cost nearly as much as a whole
+// one; the 3-row step was dearer than the 4- and 5-row ones in every characterize file of the
+// pair. Kept whole: the target's 3-row step alone 182, 177 -> 168, 168 ms (characterize, 1
+// thread, two interleaved passes; 4 rows 158-163 in both); bench_gemm, 1 thread, three
+// interleaved passes of two repetitions, medians: q0.5b.qo, .kv, .gate 5 rows 0.77-0.79 of the
+// time (q0.5b.gate 544 -> 424 us), q1.5b.qo, .kv, .gate 3 rows 0.79-0.95 (0.90-1.01 in a
+// second set, within the shapes' noise); 5 rows of 1536 (15 KiB) whole were 1.17-1.20x slower,
+// so the bound stays just past 9 KiB. Even blocks (768 + 768 k) did no better than x whole.
+constexpr size_t kXFitsBytes = 10 * 1024;
 constexpr size_t kXBlockBytes = 8 * 1024;
 constexpr int kGroupPanels = 32;
 

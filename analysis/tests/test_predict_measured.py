@@ -239,6 +239,24 @@ class Rounds(unittest.TestCase):
         self.assertAlmostEqual(drawn.p_hit, 0.75)
         self.assertNotAlmostEqual(law.p_hit, 0.75)
 
+    def test_validation_takes_the_fallback_the_rounds_drew(self):
+        from types import SimpleNamespace
+        from ssd_analysis import predict_validate as PV
+        # sources: 0 first, 1 hit, 2 primary (just in time), 3 backup
+        primary = {"source": np.array([0, 1, 2, 1, 2, 3])}
+        backup = {"source": np.array([0, 3, 1, 3, 2])}
+        no_miss = {"source": np.array([0, 1, 1])}
+        self.assertEqual(PV.fallback_used(SimpleNamespace(rounds=primary, fallback="auto")),
+                         "primary")
+        self.assertEqual(PV.fallback_used(SimpleNamespace(rounds=backup, fallback="auto")),
+                         "backup")
+        self.assertEqual(PV.fallback_used(SimpleNamespace(rounds=no_miss, fallback="auto")),
+                         "auto")
+        # a fallback the run was given stays, whatever its rounds show
+        self.assertEqual(PV.fallback_used(SimpleNamespace(rounds=backup, fallback="primary")),
+                         "primary")
+        self.assertEqual(PV.fallback_used(SimpleNamespace(rounds={}, fallback="auto")), "auto")
+
 
 class FiniteRuns(unittest.TestCase):
     """A measured run stops each sequence at its token limit, and its batch at the last."""

@@ -307,7 +307,7 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
 // thread, two interleaved passes; 4 rows 158-163 in both); bench_gemm, 1 thread, three
 // interleaved passes of two repetitions, medians: q0.5b.qo, .kv, .gate 5 rows 0.77-0.79 of the
 // time (q0.5b.gate 544 -> 424 us), q1.5b.qo, .kv, .gate 3 rows 0.79-0.95 (0.90-1.01 in a
-// second set, within the shapes' noise); 5 rows of 1536 (15 KiB) whole were 1.17-1.20x slower,
+// second set, within the shapes' noise); 5 rows of 1536 (15 KiB) whole were 1.11-1.20x slower,
 // so the bound stays just past 9 KiB. Even blocks (768 + 768 k) did no better than x whole.
 constexpr size_t kXFitsBytes = 10 * 1024;
 constexpr size_t kXBlockBytes = 8 * 1024;

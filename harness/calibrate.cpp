@@ -3,8 +3,10 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
+#include <iterator>
 #include <vector>
 
 #include "comm/clock.h"
@@ -20,12 +22,12 @@ namespace {
 // takes five of each verification, interleaved (see time_verifications).
 constexpr int kRepeats = 3;
 constexpr int kVerifyRepeats = 5;
-// Branch rows per sequence of the cost fit (x the batch): the budgets --budget auto settles at
-// on a CPU core (1-5 outcomes per sequence on the Qwen pair). With 8 and 16 in the fit, steps
-// whose cost per row grows once the bf16 dot products are compute-bound pulled the line to
-// 29.5 + 8.3 n ms, where the pair's runs measured ~45 + 3 n over 1-5 rows: every K's cache
-// looked cheaper than it was, most of all the long K's few-branch caches.
-constexpr int kBranchMultiples[] = {1, 2, 4};
+// Branch rows per sequence of the measured cost curve (x the batch): from the budgets a CPU
+// core settles at (1-5 outcomes per sequence on the Qwen pair) to the sizes where the bf16 dot
+// products turn compute-bound. A line through these sizes (29.5 + 8.3 n ms on the pair) made
+// every cache of a few rows look dearer than measured and one of 8 far dearer; the curve
+// interpolates them instead (ssd/step_cost.h).
+constexpr int kBranchMultiples[] = {1, 2, 4, 8, 16};
 constexpr int kMaxBranchRows = 256;
 // The branch step's K only places the branches' positions (its cost does not depend on it).
 constexpr int kBranchK = 4;
@@ -92,13 +94,29 @@ void time_draft_once(ModelGroup& g, DraftSteps& d, std::vector<float>& logits) {
     d.samples[i].push_back(time_forward(g, d.batches[i], logits));
 }
 
-// The draft's one-token step, and the line a + b n through its branch steps' medians, fitted
-// as --budget auto fits the run's own branch steps.
-void fit_draft(const DraftSteps& d, LookaheadCosts& costs) {
+// The draft's one-token step, and the curve through its branch steps' medians. `rows_scale`:
+// whole-batch rows per row measured (several draft ranks each build their share).
+void fit_draft(const DraftSteps& d, double rows_scale, LookaheadCosts& costs) {
   costs.draft_step_s = median(d.samples[0]);
-  StepCostFit fit;
-  for (size_t i = 0; i < d.rows.size(); ++i) fit.observe(d.rows[i], median(d.samples[i + 1]));
-  costs.branch_a_s = fit.a(), costs.branch_b_s = fit.b();
+  costs.branch = StepCostCurve{};
+  for (size_t i = 0; i < d.rows.size(); ++i)
+    costs.branch.observe(int(std::lround(d.rows[i] * rows_scale)), median(d.samples[i + 1]));
+}
+
+// The draft's costs as doubles, for one broadcast: the one-token step, then (rows, seconds)
+// per branch-step size.
+std::vector<double> pack_draft(const LookaheadCosts& costs) {
+  std::vector<double> out{costs.draft_step_s};
+  for (const auto& [rows, seconds] : costs.branch.points())
+    out.push_back(rows), out.push_back(seconds);
+  return out;
+}
+
+void unpack_draft(const std::vector<double>& in, LookaheadCosts& costs) {
+  costs.draft_step_s = in.at(0);
+  costs.branch = StepCostCurve{};
+  for (size_t i = 1; i + 1 < in.size(); i += 2)
+    if (in[i] > 0) costs.branch.observe(int(in[i]), in[i + 1]);
 }
 
 }  // namespace
@@ -113,7 +131,8 @@ LookaheadCosts measure_lookahead_costs(const RunPlan& plan, Launch& launch, int 
   LookaheadCosts costs;
   costs.batch = batch;
   std::vector<double> verify(size_t(max_k) + 1, 0.0);
-  double draft[3] = {0.0, 0.0, 0.0};  // one-token step, branch a, branch b
+  // pack_draft's layout: the one-token step and up to one (rows, seconds) pair per size
+  std::vector<double> draft(1 + 2 * std::size(kBranchMultiples), 0.0);
   std::vector<float> logits;
   MPI_Request target_done = MPI_REQUEST_NULL;
   if (launch.is_target()) {
@@ -128,8 +147,9 @@ LookaheadCosts measure_lookahead_costs(const RunPlan& plan, Launch& launch, int 
       ModelGroup d(*launch.draft_model, MPI_COMM_SELF);
       DraftSteps steps = prepare_draft(d, batch, context);
       for (int i = 0; i < kRepeats; ++i) time_draft_once(d, steps, logits);
-      fit_draft(steps, costs);
-      draft[0] = costs.draft_step_s, draft[1] = costs.branch_a_s, draft[2] = costs.branch_b_s;
+      fit_draft(steps, 1.0, costs);
+      const std::vector<double> packed = pack_draft(costs);
+      std::copy(packed.begin(), packed.end(), draft.begin());
     }
     MPI_Ibarrier(MPI_COMM_WORLD, &target_done);
     MPI_Wait(&target_done, MPI_STATUS_IGNORE);
@@ -144,16 +164,16 @@ LookaheadCosts measure_lookahead_costs(const RunPlan& plan, Launch& launch, int 
       if (finished) break;
       time_draft_once(d, steps, logits);
     }
-    fit_draft(steps, costs);
-    // Each draft rank builds its share: n branch rows over D ranks cost a + b n / D.
-    costs.branch_b_s /= double(batch) / double(draft_batch);
-    draft[0] = costs.draft_step_s, draft[1] = costs.branch_a_s, draft[2] = costs.branch_b_s;
+    // Each draft rank builds its share: n branch rows over D ranks cost a step of n / D.
+    fit_draft(steps, double(batch) / double(draft_batch), costs);
+    const std::vector<double> packed = pack_draft(costs);
+    std::copy(packed.begin(), packed.end(), draft.begin());
   }
   MPI_Bcast(verify.data(), int(verify.size()), MPI_DOUBLE, layout.target_leader, MPI_COMM_WORLD);
   const int draft_root = plan.separate_draft() ? layout.draft_leader : layout.target_leader;
-  MPI_Bcast(draft, 3, MPI_DOUBLE, draft_root, MPI_COMM_WORLD);
+  MPI_Bcast(draft.data(), int(draft.size()), MPI_DOUBLE, draft_root, MPI_COMM_WORLD);
   costs.verify_s = verify;
-  costs.draft_step_s = draft[0], costs.branch_a_s = draft[1], costs.branch_b_s = draft[2];
+  unpack_draft(draft, costs);
   return costs;
 }
 
@@ -164,9 +184,9 @@ std::string describe_costs(const LookaheadCosts& costs) {
     std::snprintf(item, sizeof item, "%s %zu: %.1f", K > 1 ? "," : "", K, costs.verify_s[K] * 1e3);
     text += item;
   }
-  std::snprintf(item, sizeof item, " ms; draft step %.1f ms; branch step %.1f + %.2f n ms",
-                costs.draft_step_s * 1e3, costs.branch_a_s * 1e3, costs.branch_b_s * 1e3);
-  return text + item;
+  std::snprintf(item, sizeof item,
+                " ms; draft step %.1f ms; branch step over n rows, n: ", costs.draft_step_s * 1e3);
+  return text + item + costs.branch.describe() + " ms";
 }
 
 namespace {
@@ -236,13 +256,11 @@ ScaledCosts scale_to_warm_up(const LookaheadCosts& calibrated, const RepTotals& 
   if (warm.cache_builds > 0) {
     // A build is the glue step (one draft step) and K branch steps over its rows.
     const double rows = warm.branch_rows / double(warm.cache_builds);
-    const double predicted =
-        calibrated.draft_step_s + K * (calibrated.branch_a_s + calibrated.branch_b_s * rows);
+    const double predicted = calibrated.draft_step_s + K * calibrated.branch.seconds(rows);
     if (predicted > 0) {
       out.draft_scale = warm.cache_build_s / double(warm.cache_builds) / predicted;
       out.costs.draft_step_s *= out.draft_scale;
-      out.costs.branch_a_s *= out.draft_scale;
-      out.costs.branch_b_s *= out.draft_scale;
+      out.costs.branch.scale(out.draft_scale);
     }
   }
   return out;

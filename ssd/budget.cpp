@@ -40,7 +40,8 @@ std::vector<BudgetPrediction> predict_budgets(const BudgetInputs& in) {
     p.fanout_total = fanout_total;
     p.p_hit = std::clamp(p_hit, 0.0, 1.0);
     const double branches = double(in.rows) * fanout_total;
-    p.build_s = in.glue_s + (fanout_total > 0 ? K * (in.step_a_s + in.step_b_s * branches) : 0.0);
+    const double step_s = in.step_s ? in.step_s(branches) : in.step_a_s + in.step_b_s * branches;
+    p.build_s = in.glue_s + (fanout_total > 0 ? K * step_s : 0.0);
     // Corollary 16 in seconds: the round takes the longer of verification and cache build;
     // when any of the b rows misses (probability 1 - p^b) the batch also waits for the
     // fallback.
@@ -74,18 +75,6 @@ BudgetPrediction best_budget(const BudgetInputs& in) {
   for (const BudgetPrediction& p : all)
     if (p.tokens_per_s > best.tokens_per_s * (1.0 + 1e-9)) best = p;
   return best;
-}
-
-void StepCostFit::observe(double x, double y) {
-  ++samples_;
-  const double w = 1.0 / std::min(samples_, 64);
-  sx_ += w * (x - sx_);
-  sy_ += w * (y - sy_);
-  sxx_ += w * (x * x - sxx_);
-  sxy_ += w * (x * y - sxy_);
-  const double var = sxx_ - sx_ * sx_;
-  b_ = var > 1e-9 ? std::max(0.0, (sxy_ - sx_ * sy_) / var) : (x > 0 ? y / x : 0.0);
-  a_ = std::max(0.0, sy_ - b_ * sx_);
 }
 
 }  // namespace ssd

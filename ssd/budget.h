@@ -6,6 +6,7 @@
 // no cache at all pays for itself.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "ssd/fanout.h"
@@ -27,6 +28,8 @@ struct BudgetInputs {
   double glue_s = 0.0;    // the glue step before branching
   double step_a_s = 0.0;  // one branch step over n branch rows costs step_a + step_b * n
   double step_b_s = 0.0;
+  // Where set, one branch step over n rows as measured (ssd/step_cost.h), instead of the line.
+  std::function<double(double rows)> step_s;
   double acceptance = kFanoutPrior;  // a of the primary, and r of the shifted power law
   double r = kFanoutPrior;
   // Fallback after a miss, for the whole batch: the primary drafting just in time (yielding
@@ -54,19 +57,5 @@ std::vector<BudgetPrediction> predict_budgets(const BudgetInputs& in);
 
 // The total fan-out of highest predicted rate (the smallest among equals: cheaper to build).
 BudgetPrediction best_budget(const BudgetInputs& in);
-
-// The cost of one branch step over n rows, seconds = a + b * n: a moving least-squares fit
-// over the steps seen (the last ~64 weigh most), for --budget auto.
-class StepCostFit {
- public:
-  void observe(double rows, double seconds);
-  double a() const { return a_; }
-  double b() const { return b_; }
-  int samples() const { return samples_; }
-
- private:
-  int samples_ = 0;
-  double sx_ = 0.0, sy_ = 0.0, sxx_ = 0.0, sxy_ = 0.0, a_ = 0.0, b_ = 0.0;
-};
 
 }  // namespace ssd

@@ -59,8 +59,7 @@ LookaheadChoice choose_ssd_lookahead(const LookaheadCosts& costs, const Lookahea
     in.verify_s = costs.verify_s[K];
     // After a hit the glue step feeds the one speculation token not yet cached per sequence.
     in.glue_s = costs.draft_step_s;
-    in.step_a_s = costs.branch_a_s;
-    in.step_b_s = costs.branch_b_s;
+    in.step_s = [&costs](double rows) { return costs.branch.seconds(rows); };
     in.acceptance = prior.acceptance;
     in.r = prior.r;
     in.primary_fallback_s = double(K) * costs.draft_step_s;

@@ -14,6 +14,7 @@
 #include "ssd/fallback.h"
 #include "ssd/fanout.h"
 #include "ssd/records.h"
+#include "ssd/step_cost.h"
 
 namespace ssd {
 
@@ -28,8 +29,8 @@ struct LookaheadCosts {
   // The draft's step of one token per sequence (b rows): SD's drafting, SSD's just-in-time
   // fallback and glue step.
   double draft_step_s = 0.0;
-  // SSD's branch steps over n branch rows cost branch_a_s + branch_b_s * n.
-  double branch_a_s = 0.0, branch_b_s = 0.0;
+  // SSD's branch steps: seconds over n branch rows, measured at a few n (ssd/step_cost.h).
+  StepCostCurve branch;
 };
 
 struct LookaheadChoice {

@@ -30,16 +30,14 @@ void SaguaroDrafter::choose_auto_budget(int rows, int batch) {
   in.max_fanout_total = (capacity_ - scratch_begin_) / K;
   in.verify_s = meter_.verify_s();
   in.glue_s = glue_s_;
-  in.step_a_s = step_cost_.a();
-  in.step_b_s = step_cost_.b();
+  in.step_s = [this](double rows) { return step_cost_.seconds(rows); };
   const FanoutLaw law = primary_stats_.law(s_.alpha, s_.r);
   in.acceptance = law.acceptance;
   in.r = law.r;
   // Just in time, the primary drafts K steps for the batch; before it ever did, that is K
   // branch-sized steps over one row per sequence.
-  in.primary_fallback_s = meter_.primary_fallbacks()
-                              ? meter_.mean_primary_fallback_s()
-                              : K * (step_cost_.a() + step_cost_.b() * in.rows);
+  in.primary_fallback_s = meter_.primary_fallbacks() ? meter_.mean_primary_fallback_s()
+                                                     : K * step_cost_.seconds(in.rows);
   in.backup_fallback_s = meter_.mean_backup_fallback_s();
   in.e_miss_backup = meter_.e_miss_backup();
   in.primary_fallback_allowed = s_.fallback != FallbackMode::Backup;
@@ -151,7 +149,7 @@ void SaguaroDrafter::draft_branches(const std::vector<BranchRef>& refs,
       b.tokens.push_back(
           sample(primary_.sequence(refs[i].row), l, row.branch_fanout[step], &b.probs, b.id, step));
     }
-    step_cost_.observe(double(refs.size()), global_now() - step_start);
+    step_cost_.observe(int(refs.size()), global_now() - step_start);
     poll();
   }
 }

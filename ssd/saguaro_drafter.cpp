@@ -51,7 +51,7 @@ void SaguaroDrafter::start(const StartMessage& m) {
     meter_ = SpeculationMeter{};
     primary_stats_ = FanoutEstimator{};
     backup_stats_ = FanoutEstimator{};
-    step_cost_ = StepCostFit{};
+    step_cost_ = StepCostCurve{};
     glue_s_ = 0.0;
   }
   // Committed tokens and the speculation live below scratch_begin_, branches above it. The

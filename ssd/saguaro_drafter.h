@@ -24,6 +24,7 @@
 #include "ssd/fanout.h"
 #include "ssd/model_group.h"
 #include "ssd/speculation_meter.h"
+#include "ssd/step_cost.h"
 
 namespace ssd {
 
@@ -160,7 +161,7 @@ class SaguaroDrafter {
   // and the branch-step cost for --budget auto.
   FanoutEstimator primary_stats_, backup_stats_;
   SpeculationMeter meter_;
-  StepCostFit step_cost_;
+  StepCostCurve step_cost_;
   FallbackPolicy policy_;
   double glue_s_ = 0.0;
   int auto_fanout_total_ = -1;  // --budget auto's choice; < 0 until the first start

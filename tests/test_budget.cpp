@@ -7,6 +7,7 @@
 #include "harness/summary.h"
 #include "ssd/budget.h"
 #include "ssd/fanout.h"
+#include "ssd/step_cost.h"
 
 namespace ssd {
 namespace {
@@ -164,6 +165,87 @@ TEST(PredictBudgets, TheWholeBatchWaitsOnAMiss) {
       EXPECT_GT(shared[b].round_s, alone[b].round_s) << b;
     }
   }
+}
+
+// The branch step's cost as measured: interpolated between sizes, never falling with more rows,
+// extended beyond the measured sizes by the nearest segment's slope.
+TEST(StepCostCurve, InterpolatesTheMeasuredSizes) {
+  StepCostCurve c;
+  EXPECT_EQ(c.seconds(4), 0.0);
+  c.observe(2, 0.040);
+  EXPECT_DOUBLE_EQ(c.seconds(1), 0.040);  // one size known: flat both ways
+  EXPECT_DOUBLE_EQ(c.seconds(64), 0.040);
+  c.observe(4, 0.050);
+  c.observe(8, 0.058);
+  EXPECT_DOUBLE_EQ(c.seconds(3), 0.045);
+  EXPECT_DOUBLE_EQ(c.seconds(6), 0.054);
+  EXPECT_DOUBLE_EQ(c.seconds(16), 0.058 + 8 * 0.002);  // the last segment's slope
+  EXPECT_DOUBLE_EQ(c.seconds(1), 0.035);               // the first segment's
+  EXPECT_EQ(c.samples(), 3);
+  EXPECT_EQ(c.describe(), "2: 40.0, 4: 50.0, 8: 58.0");
+}
+
+TEST(StepCostCurve, MoreRowsNeverCostLess) {
+  StepCostCurve c;
+  c.observe(1, 0.050);
+  c.observe(2, 0.030);  // taken in a quiet spell: pooled with the 1-row step
+  c.observe(4, 0.060);
+  const auto p = c.points();
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_DOUBLE_EQ(p[0].second, 0.040);
+  EXPECT_DOUBLE_EQ(p[1].second, 0.040);
+  EXPECT_DOUBLE_EQ(p[2].second, 0.060);
+  for (double n = 0.5; n < 10; n += 0.25) EXPECT_LE(c.seconds(n), c.seconds(n + 0.25)) << n;
+}
+
+TEST(StepCostCurve, RecentStepsOfASizeWeighMost) {
+  StepCostCurve c;
+  for (int i = 0; i < 100; ++i) c.observe(4, 0.100);
+  for (int i = 0; i < 64; ++i) c.observe(4, 0.050);
+  EXPECT_NEAR(c.seconds(4), 0.050, 1e-3);
+  c.scale(2.0);
+  EXPECT_NEAR(c.seconds(4), 0.100, 2e-3);
+}
+
+TEST(StepCostCurve, SizesNotSteppedAtLatelyAreForgotten) {
+  StepCostCurve c;
+  c.observe(8, 0.090);  // measured in a slow spell of the host
+  for (int i = 0; i < StepCostCurve::kForgetAfterSteps; ++i) c.observe(2, 0.040);
+  EXPECT_DOUBLE_EQ(c.seconds(8), 0.090);
+  c.observe(2, 0.040);
+  EXPECT_DOUBLE_EQ(c.seconds(8), 0.040);  // forgotten: flat beyond the size in use
+  EXPECT_EQ(c.points().size(), 1u);
+}
+
+// The Qwen pair's case: steps as flat from 1 to 8 rows as its runs measured beside the target.
+// A budget of 8 hides the same traffic as 1 and hits far more often; the line that a run's 1-2
+// row steps fit put the cost on the slope and chose a budget of 1-2.
+TEST(BestBudget, AFlatStepCurveBuysTheBiggerCache) {
+  BudgetInputs in;
+  in.lookahead = 4;
+  in.max_fanout_total = 16;
+  in.verify_s = 0.200;
+  in.glue_s = 0.040;
+  in.acceptance = 0.89;
+  in.r = 1.77;
+  in.primary_fallback_s = 0.170;
+  in.backup_fallback_allowed = false;
+  StepCostCurve measured;
+  measured.observe(1, 0.047);
+  measured.observe(2, 0.050);
+  measured.observe(4, 0.052);
+  measured.observe(8, 0.056);
+  measured.observe(16, 0.080);
+  in.step_s = [&](double rows) { return measured.seconds(rows); };
+  const BudgetPrediction flat = best_budget(in);
+  EXPECT_GE(flat.fanout_total, 6);
+  EXPECT_LE(flat.fanout_total, 9);
+  EXPECT_GT(flat.p_hit, 0.8) << flat.fanout_total;
+  // The two smallest sizes as a line through them: 8 rows at 0.068, and a budget of 3.
+  in.step_s = nullptr;
+  in.step_a_s = 0.044;
+  in.step_b_s = 0.003;
+  EXPECT_LE(best_budget(in).fanout_total, 3);
 }
 
 }  // namespace

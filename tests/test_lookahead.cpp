@@ -13,6 +13,15 @@
 namespace ssd {
 namespace {
 
+// Branch steps of a + b n seconds, as the calibration would measure them at 1 and 2 rows (the
+// curve extends its segment both ways).
+StepCostCurve branch_line(double a, double b) {
+  StepCostCurve c;
+  c.observe(1, a + b);
+  c.observe(2, a + 2 * b);
+  return c;
+}
+
 LookaheadCosts two_ks(double verify_1, double verify_2, double draft_step) {
   LookaheadCosts c;
   c.verify_s = {0.0, verify_1, verify_2};
@@ -59,8 +68,7 @@ LookaheadCosts branch_costs(std::vector<double> verify) {
   LookaheadCosts costs;
   costs.verify_s = std::move(verify);
   costs.draft_step_s = 0.3;
-  costs.branch_a_s = 0.05;
-  costs.branch_b_s = 0.02;
+  costs.branch = branch_line(0.05, 0.02);
   return costs;
 }
 
@@ -73,8 +81,7 @@ BudgetInputs expected_inputs(int K, double verify, int max_fanout_total,
   in.max_fanout_total = max_fanout_total;
   in.verify_s = verify;
   in.glue_s = 0.3;
-  in.step_a_s = 0.05;
-  in.step_b_s = 0.02;
+  in.step_s = [](double rows) { return 0.05 + 0.02 * rows; };
   in.acceptance = prior.acceptance;
   in.r = prior.r;
   in.primary_fallback_s = K * 0.3;
@@ -108,8 +115,7 @@ TEST(SsdLookahead, ADraftTooSlowForAnyCacheGetsTheSdLikeRound) {
   LookaheadCosts costs;
   costs.verify_s = {0.0, 1.0, 1.1};
   costs.draft_step_s = 0.4;
-  costs.branch_a_s = 2.0;
-  costs.branch_b_s = 1.0;
+  costs.branch = branch_line(2.0, 1.0);
   LookaheadPrior prior;
   prior.acceptance = 0.5;
   prior.fallback = FallbackMode::Primary;
@@ -189,8 +195,7 @@ TEST(RefineLookahead, ScalesTheCalibrationToTheWarmUpsRounds) {
   LookaheadCosts& cal = setup.lookahead_measured;
   cal.verify_s = {0.0, 0.22, 0.22, 0.22, 0.22, 0.24, 0.26, 0.27, 0.36};
   cal.draft_step_s = 0.046;
-  cal.branch_a_s = 0.0295;
-  cal.branch_b_s = 0.0083;
+  cal.branch = branch_line(0.0295, 0.0083);
   RepTotals warm;
   warm.draft_rounds = warm.decode_steps = warm.cache_builds = 100;
   warm.draft_accepted = 180, warm.draft_rejections = 20;  // acceptance 0.9
@@ -214,7 +219,8 @@ TEST(RefineLookahead, ScalesTheCalibrationToTheWarmUpsRounds) {
   LookaheadCosts expected = cal;
   for (double& v : expected.verify_s) v *= 0.15 / 0.22;
   const double draft = 0.18 / (0.046 + 2 * (0.0295 + 0.0083 * 2.0));
-  expected.draft_step_s *= draft, expected.branch_a_s *= draft, expected.branch_b_s *= draft;
+  expected.draft_step_s *= draft;
+  expected.branch.scale(draft);
   EXPECT_EQ(scaled->decode.lookahead,
             choose_ssd_lookahead(expected, prior, 0, kMaxAutoBudget).lookahead);
   EXPECT_LT(scaled->decode.lookahead, same->decode.lookahead);

@@ -79,6 +79,7 @@ if [ "$analysis_only" -eq 0 ]; then
   [ -z "$set_name" ] || bash "$sweep_dir/prompts.sh"   # the committed prompt ids, checked
 fi
 sweeps=("$@")
+partial=$(( ${#sweeps[@]} > 0 ))
 if [ ${#sweeps[@]} -eq 0 ]; then
   sweeps=("${defaults[@]}")
   rm -rf "$out/figures"   # a full regeneration leaves no stale figures behind
@@ -207,7 +208,12 @@ else
   tail -n 1 results/predict.txt
 fi
 
-if [ "$analysis_only" -eq 0 ]; then
+if [ "$analysis_only" -eq 0 ] && [ "$partial" -eq 1 ] && [ -f "$out/machine.txt" ]; then
+  # Only the named sweeps ran: the other sweeps' commit and date stay, these are added.
+  grep -v '^analysis:' "$out/machine.txt" > "$tmp" || true
+  { cat "$tmp"; echo "runs of ${sweeps[*]}: commit $(git rev-parse --short HEAD), date $(date -u +%F)"
+    echo "analysis: commit $(git rev-parse --short HEAD), date: $(date -u +%F)"; } > "$out/machine.txt"
+elif [ "$analysis_only" -eq 0 ]; then
   {
     echo "machine: $(lscpu | sed -n 's/^Model name:[ \t]*//p'), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
     echo "commit: $(git rev-parse --short HEAD), date: $(date -u +%F)"

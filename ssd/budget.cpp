@@ -77,4 +77,8 @@ BudgetPrediction best_budget(const BudgetInputs& in) {
   return best;
 }
 
+int next_auto_budget(int best, int largest_timed, int K) {
+  return std::min(best, std::max(2 * largest_timed, largest_timed + K + 1));
+}
+
 }  // namespace ssd

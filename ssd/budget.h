@@ -58,4 +58,13 @@ std::vector<BudgetPrediction> predict_budgets(const BudgetInputs& in);
 // The total fan-out of highest predicted rate (the smallest among equals: cheaper to build).
 BudgetPrediction best_budget(const BudgetInputs& in);
 
+// --budget auto's next budget: the best predicted, but at most twice (or K + 1 more than) the
+// largest budget whose branch steps have been timed, `largest_timed`, so that the step-cost
+// curve (ssd/step_cost.h) measures each size before it is relied on far beyond; shrinking is
+// at once. Capped from what was timed, not from the last choice: a choice shapes the build
+// after next (a branch's shape is fixed when it is prepared), so a cap of twice the last choice
+// let the Qwen pair's budget go from 11 to 22 and then 44 before 22 had been timed (builds of
+// 615-821 ms where 11's took ~200, in 2 of Figure 7's 3 repetitions at b = 1).
+int next_auto_budget(int best, int largest_timed, int K);
+
 }  // namespace ssd

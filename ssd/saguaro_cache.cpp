@@ -43,10 +43,7 @@ void SaguaroDrafter::choose_auto_budget(int rows, int batch) {
   in.primary_fallback_allowed = s_.fallback != FallbackMode::Backup;
   in.backup_fallback_allowed = s_.fallback != FallbackMode::Primary;
   const BudgetPrediction best = best_budget(in);
-  // Grow at most geometrically, so the step-cost fit sees each size before relying on it far
-  // beyond; shrink at once.
-  auto_fanout_total_ =
-      std::min(best.fanout_total, std::max(2 * auto_fanout_total_, auto_fanout_total_ + K + 1));
+  auto_fanout_total_ = next_auto_budget(best.fanout_total, step_cost_.largest_rows() / in.rows, K);
 }
 
 void SaguaroDrafter::glue(const std::vector<int>& rows) {

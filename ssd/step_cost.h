@@ -40,6 +40,8 @@ class StepCostCurve {
   // The predicted cost of a step over `rows` rows; 0 with nothing measured.
   double seconds(double rows) const;
   int samples() const { return samples_; }
+  // The most rows of a step measured and not forgotten (0: none).
+  int largest_rows() const { return sizes_.empty() ? 0 : sizes_.rbegin()->first; }
   // The measured sizes and their non-decreasing costs, smallest first.
   std::vector<std::pair<int, double>> points() const;
   // Every cost times `factor` (the calibration scaled to the run's own rounds).

@@ -217,6 +217,19 @@ TEST(StepCostCurve, SizesNotSteppedAtLatelyAreForgotten) {
   EXPECT_EQ(c.points().size(), 1u);
 }
 
+TEST(NextAutoBudget, GrowsFromWhatWasTimedAndShrinksAtOnce) {
+  EXPECT_EQ(next_auto_budget(40, 11, 2), 22);  // twice the largest timed, whatever was chosen
+  EXPECT_EQ(next_auto_budget(40, 2, 4), 7);    // or K + 1 more, from small budgets
+  EXPECT_EQ(next_auto_budget(15, 11, 2), 15);
+  EXPECT_EQ(next_auto_budget(3, 24, 2), 3);
+  EXPECT_EQ(next_auto_budget(0, 0, 3), 0);
+  StepCostCurve c;
+  EXPECT_EQ(c.largest_rows(), 0);
+  c.observe(22, 0.15);
+  c.observe(11, 0.08);
+  EXPECT_EQ(c.largest_rows(), 22);
+}
+
 // The Qwen pair's case: steps as flat from 1 to 8 rows as its runs measured beside the target.
 // A budget of 8 hides the same traffic as 1 and hits far more often; the line that a run's 1-2
 // row steps fit put the cost on the slope and chose a budget of 1-2.

@@ -24,9 +24,9 @@ constexpr int kRepeats = 3;
 constexpr int kVerifyRepeats = 5;
 // Branch rows per sequence of the measured cost curve (x the batch): from the budgets a CPU
 // core settles at (1-5 outcomes per sequence on the Qwen pair) to the sizes where the bf16 dot
-// products turn compute-bound. A line through these sizes (29.5 + 8.3 n ms on the pair) made
-// every cache of a few rows look dearer than measured and one of 8 far dearer; the curve
-// interpolates them instead (ssd/step_cost.h).
+// products turn compute-bound. A line through these sizes (29.5 + 8.3 n ms on the pair, where
+// its runs measured ~45 + 3 n over 1-5 rows) made caches of a few rows look cheaper than they
+// were and one of 8 far dearer; the curve interpolates them instead (ssd/step_cost.h).
 constexpr int kBranchMultiples[] = {1, 2, 4, 8, 16};
 constexpr int kMaxBranchRows = 256;
 // The branch step's K only places the branches' positions (its cost does not depend on it).

@@ -17,10 +17,10 @@
 // when only one size is known), so that --budget auto, growing at most geometrically, goes
 // and measures the next size instead of guessing it; below the smallest, the first segment's.
 // A size not stepped at in the last kForgetAfterSteps steps is forgotten: the host's bandwidth
-// moves within seconds (one run's verifications went 230-285 ms, then 165-190), and a size
-// last measured in a slow spell kept one run's budget at 1 (p_hit 0.6) for its whole second
-// prompt. Forgetting it, the curve is flat again beyond the sizes in use, and the budget
-// grows to measure them anew.
+// moves within seconds (one run's verifications went 222-285 ms, then 165-190), and sizes
+// last measured in a slow spell kept that run's budget at 1 for the last 28 of its 58 rounds.
+// Forgetting them, the curve is flat again beyond the sizes in use, and the budget grows to
+// measure them anew.
 #pragma once
 
 #include <map>

@@ -40,8 +40,7 @@ std::vector<BudgetPrediction> predict_budgets(const BudgetInputs& in) {
     p.fanout_total = fanout_total;
     p.p_hit = std::clamp(p_hit, 0.0, 1.0);
     const double branches = double(in.rows) * fanout_total;
-    const double step_s = in.step_s ? in.step_s(branches) : in.step_a_s + in.step_b_s * branches;
-    p.build_s = in.glue_s + (fanout_total > 0 ? K * step_s : 0.0);
+    p.build_s = in.glue_s + (fanout_total > 0 ? K * in.step_s(branches) : 0.0);
     // Corollary 16 in seconds: the round takes the longer of verification and cache build;
     // when any of the b rows misses (probability 1 - p^b) the batch also waits for the
     // fallback.

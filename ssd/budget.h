@@ -26,10 +26,9 @@ struct BudgetInputs {
   int max_fanout_total = kMaxAutoBudget;  // the largest total fan-out to weigh
   double verify_s = 0.0;  // the target's verification of a round (the window to hide in)
   double glue_s = 0.0;    // the glue step before branching
-  double step_a_s = 0.0;  // one branch step over n branch rows costs step_a + step_b * n
-  double step_b_s = 0.0;
-  // Where set, one branch step over n rows as measured (ssd/step_cost.h), instead of the line.
-  std::function<double(double rows)> step_s;
+  // One branch step over n branch rows, in seconds: as measured (ssd/step_cost.h); free unless
+  // set.
+  std::function<double(double rows)> step_s = [](double) { return 0.0; };
   double acceptance = kFanoutPrior;  // a of the primary, and r of the shifted power law
   double r = kFanoutPrior;
   // Fallback after a miss, for the whole batch: the primary drafting just in time (yielding

@@ -12,6 +12,11 @@
 namespace ssd {
 namespace {
 
+// Branch steps of a + b n seconds over n rows.
+std::function<double(double)> step_line(double a, double b) {
+  return [a, b](double rows) { return a + b * rows; };
+}
+
 TEST(PredictBudgets, KnownAnswerForOneGuess) {
   // K = 1, a = 0.5, r = 1: weights w_0 = w_1 = 0.5; the first unit goes to k = 0 (ties to the
   // smaller k): p_hit = 0.5 (1 - 2^-1) = 0.25. E_hit = 1 + a = 1.5.
@@ -21,8 +26,7 @@ TEST(PredictBudgets, KnownAnswerForOneGuess) {
   in.max_fanout_total = 1;
   in.verify_s = 1.0;
   in.glue_s = 0.1;
-  in.step_a_s = 0.2;
-  in.step_b_s = 0.05;
+  in.step_s = step_line(0.2, 0.05);
   in.acceptance = 0.5;
   in.r = 1.0;
   in.primary_fallback_s = 0.4;
@@ -65,13 +69,12 @@ TEST(BestBudget, PaysForABuildLongerThanTheVerification) {
   in.max_fanout_total = 64;
   in.verify_s = 1.0;
   in.glue_s = 0.1;
-  in.step_a_s = 0.5;  // one branch step is half a verification: K of them never fit
-  in.step_b_s = 0.01;
+  in.step_s = step_line(0.5, 0.01);  // one branch step is half a verification: K never fit
   in.acceptance = 0.8;
   in.r = 2.0;
   in.primary_fallback_s = 4 * 0.51;  // K just-in-time steps of one row
   in.backup_fallback_allowed = false;
-  ASSERT_EQ(window_fanout_limit(in.verify_s, in.glue_s, in.step_a_s, in.step_b_s, 4, 1, 64), 0);
+  ASSERT_EQ(window_fanout_limit(in.verify_s, in.glue_s, 0.5, 0.01, 4, 1, 64), 0);
   const std::vector<BudgetPrediction> all = predict_budgets(in);
   const BudgetPrediction best = best_budget(in);
   EXPECT_GT(best.fanout_total, 0);
@@ -86,7 +89,7 @@ TEST(BestBudget, ZeroWhenNoCachePaysForItself) {
   BudgetInputs in;
   in.lookahead = 3;
   in.verify_s = 1.0;
-  in.step_a_s = 10.0;
+  in.step_s = step_line(10.0, 0.0);
   in.acceptance = 0.7;
   in.r = 0.5;
   in.primary_fallback_allowed = false;
@@ -145,8 +148,7 @@ TEST(PredictBudgets, TheWholeBatchWaitsOnAMiss) {
   in.rows = 4;  // this rank's sequences
   in.max_fanout_total = 48;
   in.verify_s = 1.0;
-  in.step_a_s = 0.02;
-  in.step_b_s = 0.002;
+  in.step_s = step_line(0.02, 0.002);
   in.acceptance = 0.8;
   in.r = 0.7;
   in.primary_fallback_s = 0.5;
@@ -255,9 +257,7 @@ TEST(BestBudget, AFlatStepCurveBuysTheBiggerCache) {
   EXPECT_LE(flat.fanout_total, 9);
   EXPECT_GT(flat.p_hit, 0.8) << flat.fanout_total;
   // The two smallest sizes as a line through them: 8 rows at 0.068, and a budget of 3.
-  in.step_s = nullptr;
-  in.step_a_s = 0.044;
-  in.step_b_s = 0.003;
+  in.step_s = step_line(0.044, 0.003);
   EXPECT_LE(best_budget(in).fanout_total, 3);
 }
 

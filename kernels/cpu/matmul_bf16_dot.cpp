@@ -299,17 +299,23 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
 // 10 KiB were level with 8 within noise. bench_decode llama-3.2-1b bf16, context 128, two
 // interleaved pairs: 5 rows 169-172 -> 126-128 ms, 3 rows 148-152 -> 133-137, 1 row level.
 //
-// x is kept whole up to 10 KiB (kXFitsBytes), blocked past it: 3 rows of the pair's 1536-wide
-// target and 5 rows of its 896-wide draft (9 and 8.75 KiB) split into one block of 8 KiB and a
-// sliver (1344 + 192 and 768 + 128 k), whose pass over the group cost nearly as much as a whole
-// one; the 3-row step was dearer than the 4- and 5-row ones in every characterize file of the
-// pair. Kept whole: the target's 3-row step alone 182, 177 -> 168, 168 ms (characterize, 1
-// thread, two interleaved passes; 4 rows 158-163 in both); bench_gemm, 1 thread, three
-// interleaved passes of two repetitions, medians: q0.5b.qo, .kv, .gate 5 rows 0.77-0.79 of the
-// time (q0.5b.gate 544 -> 424 us), q1.5b.qo, .kv, .gate 3 rows 0.79-0.95 (0.90-1.01 in a
-// second set, within the shapes' noise); 5 rows of 1536 (15 KiB) whole were 1.11-1.20x slower,
-// so the bound stays just past 9 KiB. Even blocks (768 + 768 k) did no better than x whole.
-constexpr size_t kXFitsBytes = 10 * 1024;
+// x is kept whole up to 12 KiB (kXFitsBytes), blocked past it. Whole, a tile reads its panels
+// front to back, one sequential stream, and leaves it to the hardware prefetcher: a software
+// prefetch 32 KiB ahead of every weight read (what the blocked and 6+-row tiles keep, whose reads
+// jump between panels) cost these tiles a third of their read rate. bench_gemm, 1 thread, Zen 4,
+// interleaved passes, q1.5b.qo, q1.5b.gate, q0.5b.gate: 3 rows 227-243 -> 151-152 us, 1290-1346
+// -> 821-864 (faster than one row of the same matrix, 848; 28 -> 33 GB/s); 4 rows of 896 371-405
+// -> 272-281, 5 rows 325-345 -> 280-288. 8 and 16 KiB ahead were no better than 32, NTA hints
+// (prefetchnta) worse; the blocked tiles without their prefetch were 1.6-2x slower.
+//
+// Why 12 KiB: x stays in L1 beside the stream while both fit its 8 ways per set (x and a panel
+// pass through it alternately). 4 rows of the pair's 1536-wide target (12 KiB, its K = 3
+// verification) whole ran 1.45x faster than blocked (q1.5b.gate 1356-1394 -> 882-925 us, as one
+// row); 5 rows of 1536 (15 KiB) whole were 1.2x slower than blocked (1121-1187 -> 1515), as
+// they were with the prefetch (1.11-1.20x, 73a48d7). Blocked, 5 rows split k into 8 KiB and a
+// sliver (1344 + 192); even blocks (768 + 768) and splitting the rows (3 + 2 over 256 KiB groups
+// of panels, the second tile from L2) were no faster.
+constexpr size_t kXFitsBytes = 12 * 1024;
 constexpr size_t kXBlockBytes = 8 * 1024;
 constexpr int kGroupPanels = 32;
 
@@ -320,7 +326,7 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int p = 0; p < count; ++p) {
       const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
-      run_tile<1>(out, x, 0, rows, ref, in, out_dim, simd::kPrefetchAhead);
+      run_tile<1>(out, x, 0, rows, ref, in, out_dim, 0);  // the hardware prefetcher's stream
     }
     return;
   }

@@ -107,7 +107,8 @@ struct PanelRef {
 // R rows of x (from row r0) against P panels side by side. P = 2 for one or two rows: two weight
 // streams in flight where one row's dot products leave the core waiting on one (as the fp32
 // GEMM's two_panel_rows). prefetch_ahead: how far ahead of its reads the tile asks for the weight
-// stream (kOneRowPrefetchAhead for one row); 0 for none (one row in the last, lone panel).
+// stream (kOneRowPrefetchAhead for one row); 0 for none (one row in the last, lone panel, and
+// 3-5 rows with x whole, whose one sequential stream the hardware prefetcher follows).
 //
 // Blocked (one panel, see KBlock): the k-vectors [block.k0, block.k1) only, from the accumulators
 // block.saved holds unless k0 is 0, saving them there unless k1 ends the vector part. Storing an
@@ -305,16 +306,19 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
 // jump between panels) cost these tiles a third of their read rate. bench_gemm, 1 thread, Zen 4,
 // interleaved passes, q1.5b.qo, q1.5b.gate, q0.5b.gate: 3 rows 227-243 -> 151-152 us, 1290-1346
 // -> 821-864 (faster than one row of the same matrix, 848; 28 -> 33 GB/s); 4 rows of 896 371-405
-// -> 272-281, 5 rows 325-345 -> 280-288. 8 and 16 KiB ahead were no better than 32, NTA hints
-// (prefetchnta) worse; the blocked tiles without their prefetch were 1.6-2x slower.
+// -> 272-281, 5 rows 325-345 -> 280-288. 4, 8 and 16 KiB ahead fell between (3 rows of
+// q1.5b.gate 1104-1369 us), NTA hints (prefetchnta) were slower than 32 KiB; the blocked tiles
+// without their prefetch were 1.6-2x slower, and so were the fp32 GEMM's 3-5-row tiles
+// (matmul_packed.cpp: q1.5b.qo 4 rows 497-552 against 233-243 us), whose FMAs take longer
+// than the stream.
 //
 // Why 12 KiB: x stays in L1 beside the stream while both fit its 8 ways per set (x and a panel
 // pass through it alternately). 4 rows of the pair's 1536-wide target (12 KiB, its K = 3
 // verification) whole ran 1.45x faster than blocked (q1.5b.gate 1356-1394 -> 882-925 us, as one
 // row); 5 rows of 1536 (15 KiB) whole were 1.2x slower than blocked (1121-1187 -> 1515), as
-// they were with the prefetch (1.11-1.20x, 73a48d7). Blocked, 5 rows split k into 8 KiB and a
-// sliver (1344 + 192); even blocks (768 + 768) and splitting the rows (3 + 2 over 256 KiB groups
-// of panels, the second tile from L2) were no faster.
+// they were with the prefetch (1.11-1.20x, 73a48d7). Blocked, 5 rows of 1536 walk k in blocks of
+// 800 and 736; even blocks (768 + 768), 12 KiB blocks, groups of 16 or 64 panels and splitting
+// the rows (3 + 2 over 256 KiB groups of panels, the second tile from L2) were no faster.
 constexpr size_t kXFitsBytes = 12 * 1024;
 constexpr size_t kXBlockBytes = 8 * 1024;
 constexpr int kGroupPanels = 32;
@@ -370,7 +374,9 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
 // for q1.5b.qo and .gate) 0.95-0.99 and the shapes whose code did not change 0.86-1.06 (noise).
 // One panel for every x made q1.5b.down (x of 8960 columns) 1.07x slower at 32 rows and 1.17x at
 // 80 (11.4 -> 13.3 ms): its tiles re-read 573 KB and 1.4 MB of x for every panel instead of
-// once per group.
+// once per group. Leaving the first tile's stream to the hardware prefetcher, as the 3-5-row
+// tiles with x whole do, was 1.5-2x slower, with one-panel groups or groups of 16-256 KiB
+// (q1.5b.gate 8 rows 2232-2537 against 1229-1298 us, q1.5b.qo 386-483 against 208-231).
 void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
                            int out_dim, int threads) {
   const int count = panels(out_dim);

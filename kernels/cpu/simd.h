@@ -238,9 +238,10 @@ inline float finish_dot(vec acc, const float* x_tail, const W* w_tail, int tail)
   return add_tail(reduce_vec(acc), x_tail, w_tail, tail);
 }
 
-// How far beyond the next weights a multi-row tile prefetches the weight stream: 16-64 KiB
-// measured alike on this project's AVX-512 host (8 KiB and less, or into L1, did not hide the
-// memory latency behind the tile's FMAs); 32 KiB stays well inside a 1 MiB L2.
+// How far beyond the next weights a multi-row tile prefetches the weight stream (the fp32 GEMM's
+// multi-row tiles; the bf16 GEMM's blocked 3-5-row and 6+-row ones, whose reads jump or revisit):
+// 16-64 KiB measured alike on this project's AVX-512 host (8 KiB and less, or into L1, did not hide
+// the memory latency behind the tile's FMAs); 32 KiB stays well inside a 1 MiB L2.
 constexpr size_t kPrefetchAhead = 32 * 1024;
 
 }  // namespace simd

@@ -69,12 +69,13 @@ TEST(BestBudget, PaysForABuildLongerThanTheVerification) {
   in.max_fanout_total = 64;
   in.verify_s = 1.0;
   in.glue_s = 0.1;
-  in.step_s = step_line(0.5, 0.01);  // one branch step is half a verification: K never fit
+  const double step_a = 0.5, step_b = 0.01;  // a branch step is half a verification: K never fit
+  in.step_s = step_line(step_a, step_b);
   in.acceptance = 0.8;
   in.r = 2.0;
   in.primary_fallback_s = 4 * 0.51;  // K just-in-time steps of one row
   in.backup_fallback_allowed = false;
-  ASSERT_EQ(window_fanout_limit(in.verify_s, in.glue_s, 0.5, 0.01, 4, 1, 64), 0);
+  ASSERT_EQ(window_fanout_limit(in.verify_s, in.glue_s, step_a, step_b, 4, 1, 64), 0);
   const std::vector<BudgetPrediction> all = predict_budgets(in);
   const BudgetPrediction best = best_budget(in);
   EXPECT_GT(best.fanout_total, 0);

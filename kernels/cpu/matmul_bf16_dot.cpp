@@ -14,7 +14,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <vector>
@@ -23,6 +22,10 @@
 #include "kernels/cpu/packed_layout.h"
 #include "kernels/cpu/row_tiles.h"
 #include "kernels/cpu/simd.h"
+
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+#include "kernels/cpu/dot_tile.h"
+#endif
 
 namespace ssd {
 
@@ -35,222 +38,21 @@ bool cpu_has_bf16_dot() {
 
 namespace {
 
+using dot_tile::KBlock;
+using dot_tile::kMaxTileRows;
+using dot_tile::panel_ref;
+using dot_tile::PanelRef;
+using dot_tile::RoundedX;
+using dot_tile::run_tile;
 using packed_layout::kDotLanes;
 using packed_layout::kPanel;
 using packed_layout::panels;
-using simd::vec;
-
-constexpr int kMaxTileRows = 5;  // 5 x 5 accumulators + 5 rows of x + a weight: 31 registers
 
 // Panels per group for 6 or more rows (see row_tiles_over_groups): one panel while the call's x
 // fits in a quarter of a 1 MiB L2 beside it; for a wider x, 256 KiB of weights, which stay in L2
 // while every row tile walks them with its own rows of x.
 constexpr size_t kGroupBytes = 256 * 1024;
 constexpr size_t kPanelGroupsXBytes = 256 * 1024;
-
-inline __m512bh as_bf16(__m512i v) {
-  return (__m512bh)v;  // the same 512 bits, typed as 32 bf16 (a vector cast, no instruction)
-}
-
-// x of a call, rounded to bf16 (vcvtne2ps2bf16: nearest even, as the GPU rounds) and laid out for
-// the tiles: the vector part interleaved by row, [k-vector][row][kDotLanes], so that a tile's rows
-// at one k-vector are one contiguous run; the k tail past in_vec per row, as the fp32 values of the
-// rounded bf16. Kept per thread, so a call allocates nothing once its size has been seen.
-class RoundedX {
- public:
-  void build(const float* x, int rows, int in) {
-    rows_ = rows;
-    in_vec_ = in / kDotLanes * kDotLanes;
-    tail_ = in - in_vec_;
-    vectors_.resize(size_t(rows) * in_vec_ + 32);
-    tails_.resize(size_t(rows) * tail_);
-    uint16_t* base = aligned();
-    for (int r = 0; r < rows; ++r) {
-      const float* row = x + size_t(r) * in;
-      for (int k = 0; k < in_vec_; k += kDotLanes) {
-        const __m512bh pair =
-            _mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + k + 16), _mm512_loadu_ps(row + k));
-        _mm512_store_si512(base + (size_t(k) * rows + size_t(r) * kDotLanes), (__m512i)pair);
-      }
-      if (tail_ > 0) {  // the same instruction rounds the tail
-        const __mmask32 keep = (__mmask32(1) << tail_) - 1;
-        const __m512 lo = _mm512_maskz_loadu_ps(__mmask16(keep), row + in_vec_);
-        const __m512 hi = _mm512_maskz_loadu_ps(__mmask16(keep >> 16), row + in_vec_ + 16);
-        const __m512bh pair = _mm512_cvtne2ps_pbh(hi, lo);
-        alignas(64) uint16_t bits[kDotLanes];
-        _mm512_store_si512(bits, (__m512i)pair);
-        for (int t = 0; t < tail_; ++t) tails_[size_t(r) * tail_ + t] = bf16_to_float(bits[t]);
-      }
-    }
-  }
-  // Row r's k-vectors: the one at k lies at vectors(r) + k * rows.
-  const uint16_t* vectors(int r) const { return aligned() + size_t(r) * kDotLanes; }
-  const float* tail(int r) const { return tails_.data() + size_t(r) * tail_; }
-  int rows() const { return rows_; }
-
- private:
-  uint16_t* aligned() const {
-    return reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(vectors_.data()) + 63) &
-                                       ~uintptr_t(63));
-  }
-  int rows_ = 0, in_vec_ = 0, tail_ = 0;
-  mutable std::vector<uint16_t> vectors_;
-  std::vector<float> tails_;
-};
-
-// Where the tile writes, and which part of the weights it reads.
-struct PanelRef {
-  const uint16_t* panel;
-  int j0, columns;  // output columns [j0, j0 + columns); columns < kPanel in the last panel only
-};
-
-// R rows of x (from row r0) against P panels side by side. P = 2 for one or two rows: two weight
-// streams in flight where one row's dot products leave the core waiting on one (as the fp32
-// GEMM's two_panel_rows). prefetch_ahead: how far ahead of its reads the tile asks for the weight
-// stream (kOneRowPrefetchAhead for one row); 0 for none (one row in the last, lone panel, and
-// 3-5 rows with x whole, whose one sequential stream the hardware prefetcher follows).
-//
-// Blocked (one panel, see KBlock): the k-vectors [block.k0, block.k1) only, from the accumulators
-// block.saved holds unless k0 is 0, saving them there unless k1 ends the vector part. Storing an
-// accumulator and loading it back is exact, so the sums are bit for bit those of one pass. A
-// template argument, so that one pass compiles without the run-time range (the fp32 GEMM's tiles
-// measured 3-5% slower with it).
-struct KBlock {
-  int k0 = 0, k1 = 0;
-  float* saved = nullptr;  // row r, column j at saved[(r * kPanel + j) * 16]
-};
-
-// A tile's accumulators: [panel][row][column], 16 fp32 lanes each. The pieces of dot_tile below
-// take them by reference and are forced inline, so that they stay in registers as one function's
-// would (a call would put them on the stack).
-template <int R, int P>
-using TileAccumulators = vec[P][R][kPanel];
-
-// Zero, or the sums a blocked tile saved at its previous block.
-template <int R, int P, bool Blocked>
-[[gnu::always_inline]] inline void start_accumulators(TileAccumulators<R, P>& acc,
-                                                      const KBlock& block) {
-#pragma GCC unroll 16
-  for (int h = 0; h < P; ++h)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-      for (int j = 0; j < kPanel; ++j)
-        acc[h][r][j] = !Blocked || block.k0 == 0
-                           ? simd::zero_vec()
-                           : simd::load_vec(block.saved + (r * kPanel + j) * simd::kLanes);
-}
-
-// The k-vectors [k0, k1): one weight load per column feeds every row's vdpbf16ps.
-template <int R, int P>
-[[gnu::always_inline]] inline void multiply_k_vectors(TileAccumulators<R, P>& acc,
-                                                      const RoundedX& x, int r0,
-                                                      const PanelRef (&ref)[P], int k0, int k1,
-                                                      size_t prefetch_ahead) {
-  const size_t x_step = size_t(x.rows()) * kDotLanes;
-  const uint16_t* xp = x.vectors(r0) + size_t(k0 / kDotLanes) * x_step;
-  for (int k = k0; k < k1; k += kDotLanes, xp += x_step) {
-    __m512bh xv[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) xv[r] = as_bf16(_mm512_load_si512(xp + r * kDotLanes));
-#pragma GCC unroll 2
-    for (int h = 0; h < P; ++h) {
-      const uint16_t* wp = ref[h].panel + size_t(k) * kPanel;
-#pragma GCC unroll 16
-      for (int j = 0; j < kPanel; ++j) {
-        if (R > 1 || P > 1)
-          if (prefetch_ahead > 0)
-            __builtin_prefetch(reinterpret_cast<const char*>(wp + j * kDotLanes) + prefetch_ahead,
-                               0, 1);
-        __m512i wv = _mm512_loadu_si512(wp + j * kDotLanes);  // panels of odd `in` are not aligned
-        // Several rows: one load for all of them, not one folded into each vdpbf16ps.
-        if constexpr (R > 1) asm("" : "+v"(wv));
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r)
-          acc[h][r][j] = _mm512_dpbf16_ps(acc[h][r][j], xv[r], as_bf16(wv));
-      }
-    }
-  }
-}
-
-// One panel's sums: its lanes reduced, the k tail added in fp32 FMAs, then every column
-// finished before `columns` of them are written (a run-time index into acc makes GCC keep acc
-// on the stack: matmul_packed.cpp's panel_tile).
-template <int R>
-[[gnu::always_inline]] inline void write_panel(float* out, const vec (&acc)[R][kPanel],
-                                               const RoundedX& x, int r0, const PanelRef& ref,
-                                               int in_vec, int tail, int out_dim) {
-  float sums[R][kPanel];
-  simd::reduce_vecs(acc, sums);
-  const uint16_t* tail_part = ref.panel + size_t(kPanel) * in_vec;
-  if (tail > 0)
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < kPanel; ++j)
-        for (int t = 0; t < tail; ++t)
-          sums[r][j] =
-              std::fma(x.tail(r0 + r)[t], bf16_to_float(tail_part[j * tail + t]), sums[r][j]);
-  float* o = out + size_t(r0) * out_dim + ref.j0;
-  if (ref.columns == kPanel) {
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-      for (int j = 0; j < kPanel; ++j) o[size_t(r) * out_dim + j] = sums[r][j];
-  } else {
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < ref.columns; ++j) o[size_t(r) * out_dim + j] = sums[r][j];
-  }
-}
-
-template <int R, int P, bool Blocked>
-inline void dot_tile(float* out, const RoundedX& x, int r0, const PanelRef (&ref)[P], int in,
-                     int out_dim, size_t prefetch_ahead, KBlock block) {
-  static_assert(!Blocked || P == 1);
-  const int in_vec = in / kDotLanes * kDotLanes, tail = in - in_vec;
-  if constexpr (!Blocked) block.k0 = 0, block.k1 = in_vec;
-  TileAccumulators<R, P> acc;
-  start_accumulators<R, P, Blocked>(acc, block);
-  multiply_k_vectors<R, P>(acc, x, r0, ref, block.k0, block.k1, prefetch_ahead);
-  if (Blocked && block.k1 < in_vec) {
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-      for (int j = 0; j < kPanel; ++j)
-        simd::store_vec(block.saved + (r * kPanel + j) * simd::kLanes, acc[0][r][j]);
-    return;
-  }
-#pragma GCC unroll 2
-  for (int h = 0; h < P; ++h) write_panel<R>(out, acc[h], x, r0, ref[h], in_vec, tail, out_dim);
-}
-
-PanelRef panel_ref(const uint16_t* w, int p, int in, int out_dim) {
-  return {w + size_t(p) * kPanel * in, p * kPanel, std::min(kPanel, out_dim - p * kPanel)};
-}
-
-template <int P, bool Blocked = false>
-void run_tile(float* out, const RoundedX& x, int r0, int tile_rows, const PanelRef (&ref)[P],
-              int in, int out_dim, size_t ahead, KBlock block = {}) {
-  switch (tile_rows) {
-    case 1:
-      return dot_tile<1, P, Blocked>(out, x, r0, ref, in, out_dim, ahead, block);
-    case 2:
-      return dot_tile<2, P, Blocked>(out, x, r0, ref, in, out_dim, ahead, block);
-    case 3:
-      if constexpr (P == 1)
-        return dot_tile<3, 1, Blocked>(out, x, r0, ref, in, out_dim, ahead, block);
-      break;
-    case 4:
-      if constexpr (P == 1)
-        return dot_tile<4, 1, Blocked>(out, x, r0, ref, in, out_dim, ahead, block);
-      break;
-    case 5:
-      if constexpr (P == 1)
-        return dot_tile<5, 1, Blocked>(out, x, r0, ref, in, out_dim, ahead, block);
-      break;
-  }
-  // Unreachable: every caller splits rows into tiles of 1 to 5 (a throw here, inside an OpenMP
-  // region, would end the process).
-  throw std::logic_error("matmul_bf16_dot: no tile of that shape");
-}
 
 // One row's software prefetch distance, ahead of each weight read. One row left to the hardware
 // prefetcher (as the fp32 GEMM's one row is) ran llama-124m's bf16 decode step 1.10-1.16x slower

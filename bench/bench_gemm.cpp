@@ -4,8 +4,8 @@
 // pack_matrix_bf16_dot), and OpenBLAS sgemm (fp32), at llama-124m's, Llama-3.2-1B's and
 // Qwen2.5-Coder-1.5B's and 0.5B's (the real pair: q1.5b.*, q0.5b.*) linear shapes, for the row
 // counts decoding uses: 1 (AR), 2, 3 and 5 (K + 1 at K = 2, SSD's -k auto choice on the Qwen
-// pair, and at K = 4), 4, 8, 16 (batch x (K+1), SSD branches), 32, 80 (batch 16 x (K+1)) and 128
-// (prefill); and at the drafts' shapes (llama-12m, q0.5b) with 10, 20 and 40 rows as well: an
+// pair, and at K = 4), 4, 8, 10, 16 (batch x (K+1), SSD branches), 32, 80 (batch 16 x (K+1)) and
+// 128 (prefill); and at the drafts' shapes (llama-12m, q0.5b) with 10, 20 and 40 rows as well: an
 // SSD cache build runs K batched steps of one row per branch, as many rows as the budget times
 // the batch.
 //
@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
                           {"q1.5b.down", 8960, 1536, false}, {"q0.5b.qo", 896, 896, true},
                           {"q0.5b.kv", 896, 128, true},      {"q0.5b.gate", 896, 4864, true},
                           {"q0.5b.down", 4864, 896, true}};
-  const std::vector<int> target_rows = {1, 2, 3, 4, 5, 8, 16, 32, 80, 128};
+  const std::vector<int> target_rows = {1, 2, 3, 4, 5, 8, 10, 16, 32, 80, 128};
   const std::vector<int> draft_rows = {1, 2, 4, 5, 8, 10, 16, 20, 32, 40, 80, 128};
   struct Kernel {
     const char* name;

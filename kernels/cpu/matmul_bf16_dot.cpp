@@ -163,8 +163,9 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
   }
 }
 
-// Six rows and more (a batch's verification, SSD's branch rows, prefill): more rows than one tile
-// holds, so the weights are read once per row tile. The panels come in groups that stay in
+// Six rows and more (a batch's verification, SSD's branch rows, prefill; six to ten rows of wide x
+// walk k-blocks instead, row_tiles_over_k_blocks): more rows than one tile holds, so the weights
+// are read once per row tile. The panels come in groups that stay in
 // cache; every row tile walks a whole group, the first reading it from memory, the later ones
 // from cache, prefetching the next group at the same place so that its first tile finds it in
 // cache too.
@@ -208,6 +209,71 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
   }
 }
 
+// Six to ten rows with wide rows of x (q1.5b's down_proj, 8960 wide): k in blocks, as
+// one_tile_per_panel's, every row tile of the call taking each panel's block in turn. A tile of
+// row_tiles_over_groups reads its rows of x whole from L2 beside a panel that does not fit L1
+// either (4 rows of down_proj's x are 70 KB, its panel 87.5 KB); here a block's x and weights stay
+// in L1 while the call's tiles take them. Every tile asks for the weights two panels on (where the
+// block's slice of the panel after next lies), the later tiles as well as the first: with the
+// first alone, 8 rows of q1.5b.down ran 2.2-2.3 ms, as in groups, against 1.3-1.5 with all.
+//
+// Measured (bench_gemm, 1 thread, Zen 4, interleaved passes, against row_tiles_over_groups):
+// q1.5b.down 8 rows 2329-2574 -> 1376-1574 us, 10 rows 2051-2233 -> 1722-1923; q0.5b.down 8
+// rows 647-731 -> 430-468, 10 rows 670-723 -> 502-598; 8 rows of 1b.qo 546-624 -> 429-441,
+// 1b.gate 2091-2628 -> 1702-1743, 1b.down 2628-2857 -> 1868-2071, 124m.down 208-217 -> 171-175;
+// 1536-wide x (q1.5b.qo, .gate, .kv) level or faster. Where a tile's x and its panel fit L1
+// together (896 wide: q0.5b.qo, .gate, .kv at 10 rows) the groups stay: blocked, they ran 1.1-1.3x
+// slower (the accumulators' stores and loads between blocks). So do 16 rows and more (q1.5b.down 16
+// rows 2381-2410 -> 2516-3070: the compute-bound steps, whose blocks shrink as rows grow). The
+// blocks hold up to 16 KiB of x, split evenly: 8 KiB was 1.1-1.2x slower at 10 rows, 24 KiB level
+// with 16.
+constexpr int kBlockedMaxRows = 10;
+constexpr size_t kTileFitsBytes = 24 * 1024;  // a tile's x and its panel, beside the stream
+constexpr size_t kCallXBlockBytes = 16 * 1024;
+
+bool walks_k_blocks(int rows, int in) {
+  const int widest_tile = rows % kMaxTileRows == 0 ? kMaxTileRows : 4;  // as the walk splits rows
+  return rows <= kBlockedMaxRows && in >= 2 * kDotLanes &&
+         size_t(widest_tile + kPanel) * in * sizeof(uint16_t) > kTileFitsBytes;
+}
+
+void row_tiles_over_k_blocks(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
+                             int out_dim, int threads) {
+  const int count = panels(out_dim), vectors = in / kDotLanes;
+  const int per_block = std::max(1, int(kCallXBlockBytes / sizeof(uint16_t) / kDotLanes / rows));
+  const int blocks = (vectors + per_block - 1) / per_block;
+  const int block = (vectors + blocks - 1) / blocks * kDotLanes, in_vec = vectors * kDotLanes;
+  const size_t ahead = 2 * size_t(kPanel) * in * sizeof(uint16_t);
+  const int groups = (count + kGroupPanels - 1) / kGroupPanels;
+  const size_t saved_per_row = size_t(kPanel) * simd::kLanes;
+  const size_t saved_per_panel = size_t(rows) * saved_per_row;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    std::vector<float> scratch(kGroupPanels * saved_per_panel + 16);
+    float* saved = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) &
+                                            ~uintptr_t(63));
+#pragma omp for schedule(static)
+    for (int g = 0; g < groups; ++g) {
+      const int first = g * kGroupPanels, last = std::min(count, first + kGroupPanels);
+      for (int k0 = 0; k0 < in_vec; k0 += block) {
+        const int k1 = std::min(k0 + block, in_vec);
+        for (int p = first; p < last; ++p) {
+          const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
+          float* panel_saved = saved + size_t(p - first) * saved_per_panel;
+          const auto tile = [&](int r0, int tile_rows) {
+            const KBlock b{k0, k1, panel_saved + size_t(r0) * saved_per_row};
+            run_tile<1, true>(out, x, r0, tile_rows, ref, in, out_dim, ahead, b);
+          };
+          if (rows % kMaxTileRows == 0)  // as row_tiles_over_groups splits them
+            for (int r0 = 0; r0 < rows; r0 += kMaxTileRows) tile(r0, kMaxTileRows);
+          else
+            for_each_row_tile<kMaxTileRows>(rows, tile);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void matmul_bf16_dot(float* out, const float* x, const uint16_t* w, int rows, int in, int out_dim,
@@ -218,6 +284,8 @@ void matmul_bf16_dot(float* out, const float* x, const uint16_t* w, int rows, in
   rounded.build(x, rows, in);
   if (rows <= 2) return two_panel_rows(out, rounded, w, rows, in, out_dim, threads);
   if (rows <= kMaxTileRows) return one_tile_per_panel(out, rounded, w, rows, in, out_dim, threads);
+  if (walks_k_blocks(rows, in))
+    return row_tiles_over_k_blocks(out, rounded, w, rows, in, out_dim, threads);
   row_tiles_over_groups(out, rounded, w, rows, in, out_dim, threads);
 }
 

@@ -122,7 +122,7 @@ def fig_draft_ranks(runs, out_dir):
     except H.InputError as e:
         raise Skip(f"no prediction: {e}")
 
-    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4.2))
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(15, 4.8))
     ax1.plot([p[0] for p in pred], [p[1] for p in pred], "-", color=PALETTE[0],
              label="predicted (ssd-analyze predict, characterize's step costs)")
     for run in group:
@@ -141,7 +141,7 @@ def fig_draft_ranks(runs, out_dir):
     ax1.set_ylabel(f"SSD speedup over AR at b = {b}")
     ax1.set_xticks(Ds)
     ax1.set_title(f"This machine: {group[0].target.removeprefix('synthetic:')} + "
-                  f"{group[0].draft.removeprefix('synthetic:')}, K={group[0].lookahead}, "
+                  f"{group[0].draft.removeprefix('synthetic:')},\nK={group[0].lookahead}, "
                   f"fallback {group[0].fallback}", fontsize=9)
     low = min([p[1] for p in pred] + [run.tok_s / ar for run in group])
     ax1.set_ylim(min(0.9, 0.85 * low), max(1.1, 1.15 * max(p[1] for p in pred)))
@@ -165,7 +165,7 @@ def fig_draft_ranks(runs, out_dir):
     lines = ax2.get_legend_handles_labels()
     more = hit.get_legend_handles_labels()
     ax2.legend(lines[0] + more[0], lines[1] + more[1], fontsize=7, loc="lower right")
-    ax2.set_title(f"This machine: b/D rows per rank, budget and p_hit vs D "
+    ax2.set_title(f"This machine: b/D rows per rank,\nbudget and p_hit vs D "
                   f"(alpha={alpha:.2f}, r={r_exp:.2f})", fontsize=9)
 
     ax3.plot([p[0] for p in paper], [p[1] for p in paper], "-o", color=PALETTE[0],
@@ -173,10 +173,12 @@ def fig_draft_ranks(runs, out_dir):
     ax3.set_xlabel("draft GPUs D")
     ax3.set_ylabel(f"SSD speedup over AR at b = {b}")
     ax3.set_xticks(Ds)
-    ax3.set_title("The paper's layout, predicted: Llama-3.1-70B on 4 H100s + Llama-3.2-1B\n"
-                  f"on D GPUs, K=5, alpha={paper_alpha:.2f} (the paper's SD/AR), r={paper_r:.1f} "
-                  f"(the pair's), budget <= {PI.B_CAP} (datasheet profile)", fontsize=9)
+    ax3.set_title("The paper's layout, predicted: Llama-3.1-70B on 4 H100s\n"
+                  f"+ Llama-3.2-1B on D GPUs, K=5, alpha={paper_alpha:.2f} (the paper's SD/AR),\n"
+                  f"r={paper_r:.1f} (the pair's), budget <= {PI.B_CAP} (datasheet profile)",
+                  fontsize=9)
     ax3.set_ylim(1.0, 1.15 * max(p[1] for p in paper))
+    ax3.set_xlim(Ds[0] - 0.3, Ds[-1] + 0.45)  # room for the last point's B and p
     ax3.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
     for D, speedup, window, p_hit, budget in paper:
         ax3.annotate(f"B={budget}\np={p_hit:.2f}", (D, speedup), fontsize=7,

@@ -13,6 +13,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/interleaved_x.h"
 #include "kernels/cpu/packed_layout.h"
+#include "kernels/cpu/packed_tile.h"
 #include "kernels/cpu/paired_bf16.h"
 #include "kernels/cpu/row_tiles.h"
 #include "kernels/cpu/simd.h"
@@ -24,8 +25,12 @@ using namespace simd;
 
 using packed_layout::kPanel;
 using packed_layout::panels;
-
-constexpr int kMaxTileRows = kRegisters >= 32 ? 5 : 2;
+using packed_tile::kMaxTileRows;
+using packed_tile::kTwoPanelMaxRows;
+using packed_tile::PanelPass;
+using packed_tile::run_tile;
+using packed_tile::Saved;
+using packed_tile::two_panel_rows;
 
 // k-blocks. A tile reads its rows of x once per panel, and they stay in L1 only while they fit
 // there beside the weight stream. 5 rows of a 2048-wide down_proj are 40 KB (a Zen 5 L1 holds
@@ -72,218 +77,6 @@ template <typename W>
 constexpr size_t row_tiles_group_bytes() {
   return SSD_PAIRED_BF16 && std::is_same_v<W, uint16_t> ? kRowTilesGroupBytes / 2
                                                         : kRowTilesGroupBytes;
-}
-
-// Rows that two_panel_rows takes (x permitting): two with 32 vector registers (20 accumulators;
-// 3 rows would need 30 plus 3 of x and a weight), one with 16.
-constexpr int kTwoPanelMaxRows = kRegisters >= 32 ? 2 : 1;
-
-#if SSD_PAIRED_BF16
-using packed_layout::kPairLanes;
-#endif
-
-// Where a tile's accumulators wait between k-blocks: kPanel vectors per row.
-struct Saved {
-  float* at;  // row r, column j at at[(r * kPanel + j) * kLanes]; unused with one k-block
-  float* row(int r) const { return at + size_t(r) * kPanel * kLanes; }
-};
-
-// R rows of x against one panel, over the k-vectors [k0, k1) of the panel's in_vec: starts from
-// zero at k0 == 0 (else from `saved`), writes columns [j0, j0 + columns) at k1 == in_vec (else
-// saves the accumulators). columns < kPanel only in the last panel. Blocked is a template
-// argument so that one pass (every call but k-blocked ones) compiles to the tile it was before
-// k-blocks: its multi-row GEMMs measured 3-5% slower with k0, k1 and the prefetch distance read
-// at run time.
-template <int R, bool Blocked, bool Interleaved, typename W>
-inline void panel_tile(float* out, const float* x, const float* x_interleaved, const W* panel,
-                       int in, int out_dim, int r0, int j0, int columns, int k0, int k1,
-                       Saved saved, size_t prefetch_ahead, [[maybe_unused]] PrefetchShare* share) {
-  const int in_vec = in / kLanes * kLanes;
-  if constexpr (!Blocked) k0 = 0, k1 = in_vec, prefetch_ahead = kPrefetchAhead;
-  vec acc[R][kPanel];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int j = 0; j < kPanel; ++j)
-      acc[r][j] = !Blocked || k0 == 0 ? zero_vec() : load_vec(saved.row(r0 + r) + j * kLanes);
-  const float* xrow[R];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) xrow[r] = x + size_t(r0 + r) * in;
-  // Interleaved (the call is this one tile, r0 == 0): row r's k-vector at k lies at r * kLanes +
-  // k * R (interleaved_x.h).
-  const float* xload[R];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r) xload[r] = Interleaved ? x_interleaved + r * kLanes : xrow[r];
-  constexpr int kXStep = Interleaved ? R : 1;
-  const W* wp = panel + size_t(k0) * kPanel;
-  int k = k0;
-#if SSD_PAIRED_BF16
-  // Paired bf16 weights: the pairs, then an odd last k-vector below. (This build's tiles have at
-  // most 2 rows, so k0 is 0: k-blocks and interleaved x come with 3 or more.)
-  if constexpr (std::is_same_v<W, uint16_t> && !Interleaved)
-    k = accumulate_pairs(acc, wp, xload, k, std::min(k1, in / kPairLanes * kPairLanes),
-                         prefetch_ahead, share);
-#endif
-  for (; k < k1; k += kLanes, wp += kPanel * kLanes) {
-    vec wv[kPanel];
-#pragma GCC unroll 16
-    for (int j = 0; j < kPanel; ++j) {
-      // One row: the hardware prefetcher follows the single stream on its own (a software
-      // prefetch measured level or slower). Several rows: the FMAs take longer than the
-      // loads, and without a prefetch far ahead into L2 the stream stalls behind them (see
-      // kPrefetchAhead); with k-blocks the stream goes on in the next panel, prefetch_ahead
-      // bytes on.
-      const size_t offset = size_t(j) * kLanes * sizeof(W);
-      if constexpr (R > 1)
-        if (offset % 64 == 0)
-          __builtin_prefetch(reinterpret_cast<const char*>(wp) + offset + prefetch_ahead, 0, 1);
-      wv[j] = load_vec(wp + j * kLanes);
-      keep_in_register<R, W>(wv[j]);
-    }
-    accumulate(acc, wv, xload, k * kXStep);
-  }
-  if (Blocked && k1 < in_vec) {
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-      for (int j = 0; j < kPanel; ++j) store_vec(saved.row(r0 + r) + j * kLanes, acc[r][j]);
-    return;
-  }
-  const int tail = in - in_vec;
-  const W* tail_part = panel + size_t(kPanel) * in_vec;
-  // Every column is finished, the last panel's zero rows too, and only then are `columns` of them
-  // written: indexing acc by the run-time column count made GCC keep all of acc on the stack
-  // (stored at entry, stored and reloaded at the end), which cost 15-25% of an in-cache tile
-  // (a 240 KB matrix, 4-16 rows: 169-193 -> 196-217 GFLOP/s).
-  float sums[R][kPanel];
-  reduce_vecs(acc, sums);
-  if (tail > 0)
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < kPanel; ++j)
-        sums[r][j] = add_tail(sums[r][j], xrow[r] + in_vec, tail_part + size_t(j) * tail, tail);
-  // Whole panels: a constant count. The run-time one made GCC call memcpy for each row's 20
-  // bytes (memmove 1.7% of a 5-row step's perf samples, 0.5% without; time within the noise).
-  if (columns == kPanel) {
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-      for (int j = 0; j < kPanel; ++j) out[size_t(r0 + r) * out_dim + j0 + j] = sums[r][j];
-    return;
-  }
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < columns; ++j) out[size_t(r0 + r) * out_dim + j0 + j] = sums[r][j];
-}
-
-// R rows of x (R = 1, 2) against two panels at once, when the rows' x is small: two independent
-// weight streams in flight instead of one. bench_gemm bf16, one row, 3 interleaved repetitions:
-// 124m.gate 85 -> 69 us, 124m.head 1.31 -> 1.08 ms, 1b.gate 0.88 -> 0.73 ms (fp32 5-10%). With a
-// large x (1b.down, 32 KB) the two streams ran 1.4x slower, so such rows keep one stream
-// (kXBlockBytes). Two rows too (a batch of 2 decoding, K = 1's verification; 20 accumulators):
-// a 2-row tile of one panel with software prefetch streamed ~15% slower than one row, where two
-// panels' streams keep up. bench_decode llama-124m, 2 rows of a sequence, 3 interleaved
-// repetitions: bf16 6.23-6.33 -> 5.75-5.86 ms (1.16 -> 1.05 one-row steps), fp32 11.3-11.8 ->
-// 10.8-11.2 ms. Each element is summed as in panel_tile: the same k order and finish.
-template <int R, typename W>
-inline void two_panel_rows(float* out, const float* x, const W* panel_a, const W* panel_b, int in,
-                           int out_dim, int j_a, int j_b, int columns_b) {
-  const int in_vec = in / kLanes * kLanes;
-  vec acc[2][R][kPanel];
-#pragma GCC unroll 16
-  for (int h = 0; h < 2; ++h)
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-      for (int j = 0; j < kPanel; ++j) acc[h][r][j] = zero_vec();
-  const W* panel[2] = {panel_a, panel_b};
-  int k = 0;
-#if SSD_PAIRED_BF16
-  if constexpr (std::is_same_v<W, uint16_t>) {  // the pairs, then an odd last k-vector below
-    const float* xrow[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) xrow[r] = x + size_t(r) * in;
-    const int pairs_end = in / kPairLanes * kPairLanes;
-    for (; k < pairs_end; k += kPairLanes)
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) accumulate_pair(acc[h], panel[h] + size_t(k) * kPanel, xrow, k);
-  }
-#endif
-  for (; k < in_vec; k += kLanes) {
-    vec xv[R];
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r) xv[r] = load_vec(x + size_t(r) * in + k);
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h)
-#pragma GCC unroll 16
-      for (int j = 0; j < kPanel; ++j) {
-        vec wv = load_vec(panel[h] + size_t(k) * kPanel + j * kLanes);
-        keep_in_register<R, W>(wv);
-#pragma GCC unroll 16
-        for (int r = 0; r < R; ++r) acc[h][r][j] = fma_vec(xv[r], wv, acc[h][r][j]);
-      }
-  }
-  const int tail = in - in_vec;
-  const int columns[2] = {kPanel, columns_b}, first[2] = {j_a, j_b};
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {
-    float sums[R][kPanel];  // as in panel_tile: acc stays in registers
-    reduce_vecs(acc[h], sums);
-    const W* tail_part = panel[h] + size_t(kPanel) * in_vec;
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < kPanel; ++j) {
-        const float sum =
-            add_tail(sums[r][j], x + size_t(r) * in + in_vec, tail_part + size_t(j) * tail, tail);
-        if (j < columns[h]) out[size_t(r) * out_dim + first[h] + j] = sum;
-      }
-  }
-}
-
-// What every tile of one panel over one k-block shares.
-template <typename W>
-struct PanelPass {
-  float* out;
-  const float* x;
-  const W* panel;
-  int in, out_dim, j0, columns, k0, k1;
-  Saved saved;
-  size_t prefetch_ahead;
-  bool blocked;
-  const float* x_interleaved;  // the call's one tile's x (interleaved_x.h), or nullptr: row-major
-  PrefetchShare* share = nullptr;  // paired bf16 over groups (row_tiles_over_groups), else none
-
-  template <int R, bool Interleaved>
-  void tile_with(int r0) const {
-    if (blocked)
-      panel_tile<R, true, Interleaved>(out, x, x_interleaved, panel, in, out_dim, r0, j0, columns,
-                                       k0, k1, saved, prefetch_ahead, share);
-    else
-      panel_tile<R, false, Interleaved>(out, x, x_interleaved, panel, in, out_dim, r0, j0, columns,
-                                        k0, k1, saved, prefetch_ahead, share);
-  }
-  template <int R>
-  void tile(int r0) const {
-    if constexpr (R >= 3)
-      if (x_interleaved) return tile_with<R, true>(r0);
-    tile_with<R, false>(r0);
-  }
-};
-
-template <typename W>
-void run_tile(const PanelPass<W>& pass, int r0, int tile_rows) {
-  switch (tile_rows) {
-    case 1:
-      return pass.template tile<1>(r0);
-    case 2:
-      return pass.template tile<2>(r0);
-    case 3:
-      if constexpr (kMaxTileRows >= 3) return pass.template tile<3>(r0);
-      break;
-    case 4:
-      if constexpr (kMaxTileRows >= 4) return pass.template tile<4>(r0);
-      break;
-    case 5:
-      if constexpr (kMaxTileRows >= 5) return pass.template tile<5>(r0);
-      break;
-  }
 }
 
 // All rows against one panel.

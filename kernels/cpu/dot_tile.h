@@ -152,7 +152,7 @@ template <int R, int P>
 
 // One panel's sums: its lanes reduced, the k tail added in fp32 FMAs, then every column
 // finished before `columns` of them are written (a run-time index into acc makes GCC keep acc
-// on the stack: matmul_packed.cpp's panel_tile).
+// on the stack: packed_tile.h's panel_tile).
 template <int R>
 [[gnu::always_inline]] inline void write_panel(float* out, const vec (&acc)[R][kPanel],
                                                const RoundedX& x, int r0, const PanelRef& ref,

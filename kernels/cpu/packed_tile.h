@@ -196,7 +196,7 @@ struct PanelPass {
   size_t prefetch_ahead;
   bool blocked;
   const float* x_interleaved;  // the call's one tile's x (interleaved_x.h), or nullptr: row-major
-  PrefetchShare* share = nullptr;  // paired bf16 over groups (row_tiles_over_groups), else none
+  PrefetchShare* share = nullptr;  // paired bf16 over groups of panels, else none
 
   template <int R, bool Interleaved>
   void tile_with(int r0) const {

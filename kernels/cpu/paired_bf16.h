@@ -74,7 +74,7 @@ struct PrefetchShare {
 };
 
 #if SSD_PAIRED_BF16
-// The pairs of k-vectors from k up to pairs_end of an R-row tile (matmul_packed.cpp's panel_tile),
+// The pairs of k-vectors from k up to pairs_end of an R-row tile (packed_tile.h's panel_tile),
 // `wp` at k's pair block and moved past the last. The tile prefetches its own stream
 // prefetch_ahead on (several rows), or, with a share, asks for its part of the next group first
 // and then has no pairs left for the second loop. Returns the k past the pairs.

@@ -125,22 +125,18 @@ constexpr size_t kXFitsBytes = 12 * 1024;
 constexpr size_t kXBlockBytes = 8 * 1024;
 constexpr int kGroupPanels = 32;
 
-void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
-                        int out_dim, int threads) {
+// The k-blocked walk (one_tile_per_panel's wide x, row_tiles_over_k_blocks): the panels in
+// groups of kGroupPanels, k in blocks of `block` elements (a multiple of kDotLanes), and for each
+// block every panel of the group, every row tile of the call taking the panel's block in turn, its
+// accumulators waiting in a per-thread scratch between blocks. Every tile asks for the weights two
+// panels on, where the block's slice of the panel after next lies: what the tile reads next.
+void k_blocked_walk(float* out, const RoundedX& x, const uint16_t* w, int rows, int in, int out_dim,
+                    int threads, int block) {
   const int count = panels(out_dim), in_vec = in / kDotLanes * kDotLanes;
-  if (size_t(rows) * in * sizeof(uint16_t) <= kXFitsBytes) {
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int p = 0; p < count; ++p) {
-      const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
-      run_tile<1>(out, x, 0, rows, ref, in, out_dim, 0);  // the hardware prefetcher's stream
-    }
-    return;
-  }
-  const int block =
-      std::max(kDotLanes, int(kXBlockBytes / sizeof(uint16_t) / rows) / kDotLanes * kDotLanes);
-  const size_t panel_bytes = size_t(kPanel) * in * sizeof(uint16_t);
+  const size_t ahead = 2 * size_t(kPanel) * in * sizeof(uint16_t);
   const int groups = (count + kGroupPanels - 1) / kGroupPanels;
-  const size_t saved_per_panel = size_t(rows) * kPanel * simd::kLanes;
+  const size_t saved_per_row = size_t(kPanel) * simd::kLanes;
+  const size_t saved_per_panel = size_t(rows) * saved_per_row;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     std::vector<float> scratch(kGroupPanels * saved_per_panel + 16);
@@ -149,18 +145,41 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
 #pragma omp for schedule(static)
     for (int g = 0; g < groups; ++g) {
       const int first = g * kGroupPanels, last = std::min(count, first + kGroupPanels);
-      for (int k0 = 0; k0 < in_vec; k0 += block) {  // in_vec > 0: x is wider than kXFitsBytes
-        // A block's slice of the next panel is what the tile reads next: two panels on.
-        const KBlock blocked{k0, std::min(k0 + block, in_vec), nullptr};
+      for (int k0 = 0; k0 < in_vec; k0 += block) {
+        const int k1 = std::min(k0 + block, in_vec);
         for (int p = first; p < last; ++p) {
           const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
-          KBlock b = blocked;
-          b.saved = saved + size_t(p - first) * saved_per_panel;
-          run_tile<1, true>(out, x, 0, rows, ref, in, out_dim, 2 * panel_bytes, b);
+          float* panel_saved = saved + size_t(p - first) * saved_per_panel;
+          const auto tile = [&](int r0, int tile_rows) {
+            const KBlock b{k0, k1, panel_saved + size_t(r0) * saved_per_row};
+            run_tile<1, true>(out, x, r0, tile_rows, ref, in, out_dim, ahead, b);
+          };
+          // Up to five rows are one tile; more split as row_tiles_over_groups splits them.
+          if (rows % kMaxTileRows == 0)
+            for (int r0 = 0; r0 < rows; r0 += kMaxTileRows) tile(r0, kMaxTileRows);
+          else
+            for_each_row_tile<kMaxTileRows>(rows, tile);
         }
       }
     }
   }
+}
+
+void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
+                        int out_dim, int threads) {
+  const int count = panels(out_dim);
+  if (size_t(rows) * in * sizeof(uint16_t) <= kXFitsBytes) {
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int p = 0; p < count; ++p) {
+      const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
+      run_tile<1>(out, x, 0, rows, ref, in, out_dim, 0);  // the hardware prefetcher's stream
+    }
+    return;
+  }
+  // x is wider than kXFitsBytes, so in has whole k-vectors to block.
+  k_blocked_walk(
+      out, x, w, rows, in, out_dim, threads,
+      std::max(kDotLanes, int(kXBlockBytes / sizeof(uint16_t) / rows) / kDotLanes * kDotLanes));
 }
 
 // Six rows and more (a batch's verification, SSD's branch rows, prefill; six to ten rows of wide x
@@ -209,9 +228,9 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
   }
 }
 
-// Six to ten rows with wide rows of x (q1.5b's down_proj, 8960 wide): k in blocks, as
-// one_tile_per_panel's, every row tile of the call taking each panel's block in turn. A tile of
-// row_tiles_over_groups reads its rows of x whole from L2 beside a panel that does not fit L1
+// Six to ten rows with wide rows of x (q1.5b's down_proj, 8960 wide): k_blocked_walk, as for
+// one_tile_per_panel's wide x, every row tile of the call taking each panel's block in turn. A tile
+// of row_tiles_over_groups reads its rows of x whole from L2 beside a panel that does not fit L1
 // either (4 rows of down_proj's x are 70 KB, its panel 87.5 KB); here a block's x and weights stay
 // in L1 while the call's tiles take them. Every tile asks for the weights two panels on (where the
 // block's slice of the panel after next lies), the later tiles as well as the first: with the
@@ -239,39 +258,11 @@ bool walks_k_blocks(int rows, int in) {
 
 void row_tiles_over_k_blocks(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
                              int out_dim, int threads) {
-  const int count = panels(out_dim), vectors = in / kDotLanes;
+  const int vectors = in / kDotLanes;  // >= 2 (walks_k_blocks)
   const int per_block = std::max(1, int(kCallXBlockBytes / sizeof(uint16_t) / kDotLanes / rows));
   const int blocks = (vectors + per_block - 1) / per_block;
-  const int block = (vectors + blocks - 1) / blocks * kDotLanes, in_vec = vectors * kDotLanes;
-  const size_t ahead = 2 * size_t(kPanel) * in * sizeof(uint16_t);
-  const int groups = (count + kGroupPanels - 1) / kGroupPanels;
-  const size_t saved_per_row = size_t(kPanel) * simd::kLanes;
-  const size_t saved_per_panel = size_t(rows) * saved_per_row;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    std::vector<float> scratch(kGroupPanels * saved_per_panel + 16);
-    float* saved = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) &
-                                            ~uintptr_t(63));
-#pragma omp for schedule(static)
-    for (int g = 0; g < groups; ++g) {
-      const int first = g * kGroupPanels, last = std::min(count, first + kGroupPanels);
-      for (int k0 = 0; k0 < in_vec; k0 += block) {
-        const int k1 = std::min(k0 + block, in_vec);
-        for (int p = first; p < last; ++p) {
-          const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
-          float* panel_saved = saved + size_t(p - first) * saved_per_panel;
-          const auto tile = [&](int r0, int tile_rows) {
-            const KBlock b{k0, k1, panel_saved + size_t(r0) * saved_per_row};
-            run_tile<1, true>(out, x, r0, tile_rows, ref, in, out_dim, ahead, b);
-          };
-          if (rows % kMaxTileRows == 0)  // as row_tiles_over_groups splits them
-            for (int r0 = 0; r0 < rows; r0 += kMaxTileRows) tile(r0, kMaxTileRows);
-          else
-            for_each_row_tile<kMaxTileRows>(rows, tile);
-        }
-      }
-    }
-  }
+  k_blocked_walk(out, x, w, rows, in, out_dim, threads,
+                 (vectors + blocks - 1) / blocks * kDotLanes);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 // Qwen2.5-Coder-1.5B's and 0.5B's (the real pair: q1.5b.*, q0.5b.*) linear shapes, for the row
 // counts decoding uses: 1 (AR), 2, 3 and 5 (K + 1 at K = 2, SSD's -k auto choice on the Qwen
 // pair, and at K = 4), 4, 8, 10, 16 (batch x (K+1), SSD branches), 32, 80 (batch 16 x (K+1)) and
-// 128 (prefill); and at the drafts' shapes (llama-12m, q0.5b) with 10, 20 and 40 rows as well: an
+// 128 (prefill); and at the drafts' shapes (llama-12m, q0.5b) with 20 and 40 rows as well: an
 // SSD cache build runs K batched steps of one row per branch, as many rows as the budget times
 // the batch.
 //

@@ -125,6 +125,18 @@ constexpr size_t kXFitsBytes = 12 * 1024;
 constexpr size_t kXBlockBytes = 8 * 1024;
 constexpr int kGroupPanels = 32;
 
+// The row tiles of a call of 6 or more rows (and of 3-5, one tile): a multiple of five rows (a
+// batch's K + 1 = 5 verification) in tiles of five, 25 vdpbf16ps per 10 loads where a tile of
+// four has 20 per 9; measured against tiles of four, 80 rows, 3 shapes: 3-9% faster. 16 rows as
+// 5 + 5 + 3 + 3 was mixed, so other counts keep row_tiles.h's tiles of four.
+template <typename F>
+void for_each_dot_row_tile(int rows, F&& f) {
+  if (rows % kMaxTileRows == 0)
+    for (int r0 = 0; r0 < rows; r0 += kMaxTileRows) f(r0, kMaxTileRows);
+  else
+    for_each_row_tile<kMaxTileRows>(rows, f);
+}
+
 // The k-blocked walk (one_tile_per_panel's wide x, row_tiles_over_k_blocks): the panels in
 // groups of kGroupPanels, k in blocks of `block` elements (a multiple of kDotLanes), and for each
 // block every panel of the group, every row tile of the call taking the panel's block in turn, its
@@ -154,11 +166,7 @@ void k_blocked_walk(float* out, const RoundedX& x, const uint16_t* w, int rows, 
             const KBlock b{k0, k1, panel_saved + size_t(r0) * saved_per_row};
             run_tile<1, true>(out, x, r0, tile_rows, ref, in, out_dim, ahead, b);
           };
-          // Up to five rows are one tile; more split as row_tiles_over_groups splits them.
-          if (rows % kMaxTileRows == 0)
-            for (int r0 = 0; r0 < rows; r0 += kMaxTileRows) tile(r0, kMaxTileRows);
-          else
-            for_each_row_tile<kMaxTileRows>(rows, tile);
+          for_each_dot_row_tile(rows, tile);
         }
       }
     }
@@ -184,10 +192,9 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
 
 // Six rows and more (a batch's verification, SSD's branch rows, prefill; six to ten rows of wide x
 // walk k-blocks instead, row_tiles_over_k_blocks): more rows than one tile holds, so the weights
-// are read once per row tile. The panels come in groups that stay in
-// cache; every row tile walks a whole group, the first reading it from memory, the later ones
-// from cache, prefetching the next group at the same place so that its first tile finds it in
-// cache too.
+// are read once per row tile. The panels come in groups that stay in cache; every row tile walks
+// a whole group, the first reading it from memory, the later ones from cache, prefetching the
+// next group at the same place so that its first tile finds it in cache too.
 //
 // A group is one panel unless x is wide (kPanelGroupsXBytes). bench_gemm, 1 thread, Zen 4,
 // three interleaved repetitions, medians, against 256 KiB groups for every x: 8 rows 0.64-0.93
@@ -217,14 +224,7 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
         run_tile<1>(out, x, r0, tile_rows, ref, in, out_dim, ahead);
       }
     };
-    // A multiple of five rows (a batch's K + 1 = 5 verification) in tiles of five: 25
-    // vdpbf16ps per 10 loads where a tile of four has 20 per 9. Measured against tiles of four,
-    // 80 rows, 3 shapes: 3-9% faster; 16 rows as 5 + 5 + 3 + 3 was mixed, so other counts keep
-    // the tiles of four.
-    if (rows % kMaxTileRows == 0)
-      for (int r0 = 0; r0 < rows; r0 += kMaxTileRows) tile_over_group(r0, kMaxTileRows);
-    else
-      for_each_row_tile<kMaxTileRows>(rows, tile_over_group);
+    for_each_dot_row_tile(rows, tile_over_group);
   }
 }
 
@@ -251,7 +251,9 @@ constexpr size_t kTileFitsBytes = 24 * 1024;  // a tile's x and its panel, besid
 constexpr size_t kCallXBlockBytes = 16 * 1024;
 
 bool walks_k_blocks(int rows, int in) {
-  const int widest_tile = rows % kMaxTileRows == 0 ? kMaxTileRows : 4;  // as the walk splits rows
+  int widest_tile = 0;
+  for_each_dot_row_tile(
+      rows, [&](int, int tile_rows) { widest_tile = std::max(widest_tile, tile_rows); });
   return rows <= kBlockedMaxRows && in >= 2 * kDotLanes &&
          size_t(widest_tile + kPanel) * in * sizeof(uint16_t) > kTileFitsBytes;
 }

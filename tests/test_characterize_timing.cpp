@@ -63,7 +63,9 @@ TEST(CharacterizeTiming, BatchesOfTheCallsTakeTurns) {
   for (const Timing& one : t) EXPECT_LE(one.best_s, one.median_s);
   EXPECT_GE(t[0].best_s, 200e-6);
   EXPECT_GE(t[1].best_s, 600e-6);
-  EXPECT_GT(t[1].median_s, t[0].median_s);
+  // Each timing belongs to its own call: the best batches, not the medians, which a loaded host
+  // (CI's tests in parallel on 2 cores) can push above the longer call's for 3 of 5 batches.
+  EXPECT_GT(t[1].best_s, t[0].best_s);
 }
 
 TEST(CharacterizeTiming, OneCallIsTimeCalls) {

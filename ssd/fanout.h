@@ -41,7 +41,8 @@ FanoutSpec parse_fanout(const std::string& text);
 // smaller k, reached more often) is exactly optimal. Over real shapes, Theorem 12 (Appendix
 // A.2) is the paper's law's optimum, and its series in G_k = F_k + 1 with budget B + K + 1 the
 // shifted law's where every F_k stays > 0 (Theorem 18's first-order conditions; F_k = 0 where
-// it would not); this shape stays within K of the latter (tests/test_fanout.cpp's oracles).
+// it would not); this shape stays within K of the latter (the oracles of
+// tests/test_fanout_geometric.cpp).
 // a is clamped to [0, 1], r to >= 1e-3; throws std::invalid_argument for K < 0, a negative
 // fanout_total or a NaN a or r.
 std::vector<int> geometric_fanout(int K, int fanout_total, double acceptance, double r);

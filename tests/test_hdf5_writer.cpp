@@ -1,9 +1,10 @@
+// What a ResultFile writes, read back on HDF5's C API (tests/hdf5_read_back.h) and by h5py:
+// attributes, datasets and columns of every type, the layout and compression of large datasets,
+// and no HDF5 handle left open. The commit protocol (partial file, rename, abandoned, killed
+// and signalled writers, overwrite, bad directories): test_hdf5_commit.cpp.
 #include <gtest/gtest.h>
 #include <hdf5.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,108 +14,21 @@
 #include <vector>
 
 #include "harness/hdf5_writer.h"
-#include "harness/stop_signals.h"
-#include "kernels/errors.h"
+#include "tests/hdf5_read_back.h"
 #include "tests/test_support.h"
 
 namespace ssd {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Read-back helpers on the plain C API.
-struct Id {
-  hid_t id;
-  herr_t (*close)(hid_t);
-  Id(hid_t i, herr_t (*c)(hid_t)) : id(i), close(c) {
-    if (id < 0) throw std::runtime_error("HDF5 read-back call failed");
-  }
-  Id(const Id&) = delete;
-  Id& operator=(const Id&) = delete;
-  ~Id() { close(id); }
-};
-
-Id open_read(const fs::path& path) {
-  return Id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-}
-
-Id open_attr(const Id& file, const std::string& obj, const std::string& name) {
-  return Id(H5Aopen_by_name(file.id, obj.c_str(), name.c_str(), H5P_DEFAULT, H5P_DEFAULT),
-            H5Aclose);
-}
-
-std::string read_string_attr(const Id& file, const std::string& obj, const std::string& name) {
-  Id attr = open_attr(file, obj, name);
-  Id type(H5Aget_type(attr.id), H5Tclose);
-  EXPECT_EQ(H5Tget_class(type.id), H5T_STRING);
-  EXPECT_GT(H5Tis_variable_str(type.id), 0);
-  EXPECT_EQ(H5Tget_cset(type.id), H5T_CSET_UTF8);
-  Id mem(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(mem.id, H5T_VARIABLE);
-  H5Tset_cset(mem.id, H5T_CSET_UTF8);
-  char* text = nullptr;
-  EXPECT_GE(H5Aread(attr.id, mem.id, &text), 0);
-  std::string out = text != nullptr ? text : "<null>";
-  H5free_memory(text);
-  return out;
-}
-
-template <typename T>
-std::vector<T> read_attr(const Id& file, const std::string& obj, const std::string& name,
-                         hid_t mem_type) {
-  Id attr = open_attr(file, obj, name);
-  Id space(H5Aget_space(attr.id), H5Sclose);
-  std::vector<T> out(static_cast<size_t>(H5Sget_simple_extent_npoints(space.id)));
-  if (!out.empty()) {
-    EXPECT_GE(H5Aread(attr.id, mem_type, out.data()), 0);
-  }
-  return out;
-}
-
-// The oracle for commit(): true iff `path` is a regular file that opens as HDF5 and its root
-// attribute "complete" (written last by commit) is one int64 equal to 1; a missing, unreadable or
-// non-HDF5 file is simply not complete. H5F_CLOSE_DEFAULT also opens a file this process is
-// writing (a ResultFile's own partial file), whatever close degree the writer chose.
-bool result_file_is_complete(const fs::path& path) {
-  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // a file that does not open is an answer here
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return false;
-  try {
-    Id fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-    if (H5Pset_fclose_degree(fapl.id, H5F_CLOSE_DEFAULT) < 0) return false;
-    Id file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.id), H5Fclose);
-    if (H5Aexists(file.id, "complete") <= 0) return false;
-    return read_attr<int64_t>(file, "/", "complete", H5T_NATIVE_INT64) == std::vector<int64_t>{1};
-  } catch (const std::runtime_error&) {  // Id: an HDF5 call failed
-    return false;
-  }
-}
-
-std::vector<hsize_t> dataset_dims(const Id& file, const std::string& path) {
-  Id dset(H5Dopen2(file.id, path.c_str(), H5P_DEFAULT), H5Dclose);
-  Id space(H5Dget_space(dset.id), H5Sclose);
-  std::vector<hsize_t> dims(static_cast<size_t>(H5Sget_simple_extent_ndims(space.id)));
-  H5Sget_simple_extent_dims(space.id, dims.data(), nullptr);
-  return dims;
-}
-
-template <typename T>
-std::vector<T> read_dataset(const Id& file, const std::string& path, hid_t mem_type) {
-  Id dset(H5Dopen2(file.id, path.c_str(), H5P_DEFAULT), H5Dclose);
-  Id space(H5Dget_space(dset.id), H5Sclose);
-  std::vector<T> out(static_cast<size_t>(H5Sget_simple_extent_npoints(space.id)));
-  if (!out.empty()) {
-    EXPECT_GE(H5Dread(dset.id, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), 0);
-  }
-  return out;
-}
-
-H5D_layout_t dataset_layout(const Id& file, const std::string& path, int* filters) {
-  Id dset(H5Dopen2(file.id, path.c_str(), H5P_DEFAULT), H5Dclose);
-  Id dcpl(H5Dget_create_plist(dset.id), H5Pclose);
-  *filters = H5Pget_nfilters(dcpl.id);
-  return H5Pget_layout(dcpl.id);
-}
+using hdf5_read_back::dataset_dims;
+using hdf5_read_back::dataset_layout;
+using hdf5_read_back::Id;
+using hdf5_read_back::open_read;
+using hdf5_read_back::read_attr;
+using hdf5_read_back::read_dataset;
+using hdf5_read_back::read_string_attr;
+using hdf5_read_back::result_file_is_complete;
 
 TEST(Hdf5Writer, AttributesOfEveryType) {
   const fs::path path = test::fresh_dir("hdf5_attrs") / "out.h5";
@@ -268,144 +182,6 @@ TEST(Hdf5Writer, NoHandleLeaks) {
   EXPECT_EQ(H5Fget_obj_count(static_cast<hid_t>(H5F_OBJ_ALL), H5F_OBJ_ALL), 0);
   EXPECT_TRUE(result_file_is_complete(path));
   for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(count(types[i]), before[i]) << i;
-}
-
-TEST(Hdf5Writer, DestructorWithoutCommitLeavesNoFile) {
-  const fs::path dir = test::fresh_dir("hdf5_abandon");
-  const fs::path path = dir / "out.h5";
-  {
-    ResultFile out = ResultFile::create(path, false);
-    out.set_attr("/", "x", 1.0);
-    EXPECT_EQ(out.final_path(), path.string());
-    EXPECT_EQ(out.partial_path(), path.string() + ".partial." + std::to_string(getpid()));
-    EXPECT_TRUE(fs::exists(out.partial_path()));
-    EXPECT_FALSE(fs::exists(path));
-    out.write_column("/g/c", std::vector<double>{1.0});
-    EXPECT_FALSE(result_file_is_complete(out.partial_path()));
-    out.set_attr("/g", "still_writable", 1.0);
-    ResultFile moved = std::move(out);  // the moved-from object must not delete anything
-    EXPECT_THROW(out.set_attr("/", "y", 1.0), std::logic_error);
-    EXPECT_TRUE(fs::exists(moved.partial_path()));
-  }
-  EXPECT_TRUE(fs::is_empty(dir));
-}
-
-TEST(Hdf5Writer, KilledWriterLeavesOnlyAnIncompletePartial) {
-  const fs::path path = test::fresh_dir("hdf5_killed") / "out.h5";
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {  // writes, then dies without destructors or commit
-    ResultFile out = ResultFile::create(path, false);
-    out.set_attr("/", "x", 1.0);
-    out.write_column("/c", std::vector<double>(50000, 1.0));
-    _exit(0);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  const std::string partial = path.string() + ".partial." + std::to_string(child);
-  EXPECT_FALSE(fs::exists(path));
-  EXPECT_TRUE(fs::exists(partial));
-  EXPECT_FALSE(result_file_is_complete(partial));
-}
-
-// SIGTERM while the file is being written (Slurm's time limit): the handler removes the partial
-// file and exits 128 + 15; a file already committed is not touched by a later signal.
-TEST(Hdf5Writer, SigtermRemovesThePartialFile) {
-  const fs::path dir = test::fresh_dir("hdf5_sigterm");
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    install_stop_handlers(1);  // not world rank 0: no message in the test's output
-    ResultFile done = ResultFile::create(dir / "done.h5", false);
-    done.set_attr("/", "x", 1.0);
-    done.commit();
-    ResultFile out = ResultFile::create(dir / "out.h5", false);
-    out.write_column("/c", std::vector<double>(50000, 1.0));
-    raise(SIGTERM);
-    _exit(0);  // not reached
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
-  std::vector<std::string> left;
-  for (const auto& entry : fs::directory_iterator(dir)) left.push_back(entry.path().filename());
-  EXPECT_EQ(left, std::vector<std::string>{"done.h5"});
-  EXPECT_TRUE(result_file_is_complete(dir / "done.h5"));
-}
-
-TEST(Hdf5Writer, FinalFileAppearingBeforeCommitIsKept) {
-  const fs::path path = test::fresh_dir("hdf5_race") / "out.h5";
-  ResultFile out = ResultFile::create(path, false);
-  std::ofstream(path) << "other";
-  EXPECT_THROW(out.commit(), InputError);
-  EXPECT_EQ(fs::file_size(path), 5u);
-  const std::string partial = out.partial_path();
-  out = ResultFile::create(path.string() + ".2", false);  // drops the failed one: partial kept
-  EXPECT_TRUE(result_file_is_complete(partial));
-}
-
-TEST(Hdf5Writer, ExistingFileNeedsOverwrite) {
-  const fs::path path = test::fresh_dir("hdf5_overwrite") / "out.h5";
-  std::ofstream(path) << "old";
-  try {
-    ResultFile::create(path, false);
-    ADD_FAILURE() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_EQ(std::string(e.what()), path.string() + " exists; pass --overwrite to replace it");
-  }
-  ResultFile out = ResultFile::create(path, true);
-  out.set_attr("/", "v", int64_t{2});
-  EXPECT_EQ(fs::file_size(path), 3u);  // the old file stays until commit
-  out.commit();
-  EXPECT_TRUE(result_file_is_complete(path));
-  EXPECT_FALSE(fs::exists(out.partial_path()));
-}
-
-TEST(Hdf5Writer, BadDirectoryIsAnInputError) {
-  const fs::path dir = test::fresh_dir("hdf5_baddir");
-  const fs::path missing = dir / "no" / "such" / "out.h5";
-  try {
-    ResultFile::create(missing, false);
-    ADD_FAILURE() << "expected InputError";
-  } catch (const InputError& e) {
-    EXPECT_NE(std::string(e.what()).find((dir / "no" / "such").string()), std::string::npos)
-        << e.what();
-  }
-  EXPECT_THROW(ResultFile::create(dir, true), InputError);  // a directory, even with overwrite
-  if (geteuid() != 0) {                                     // root writes anywhere
-    const fs::path locked = dir / "locked";
-    fs::create_directory(locked);
-    fs::permissions(locked, fs::perms::owner_read | fs::perms::owner_exec);
-    EXPECT_THROW(ResultFile::create(locked / "out.h5", false), InputError);
-    fs::permissions(locked, fs::perms::owner_all);
-  }
-}
-
-TEST(Hdf5Writer, WritesAfterCommitThrow) {
-  const fs::path path = test::fresh_dir("hdf5_after_commit") / "out.h5";
-  ResultFile out = ResultFile::create(path, false);
-  out.commit();
-  EXPECT_TRUE(out.committed());
-  EXPECT_THROW(out.set_attr("/", "x", 1.0), std::logic_error);
-  EXPECT_THROW(out.write_column("/c", std::vector<double>{1.0}), std::logic_error);
-  EXPECT_THROW(out.set_dataset_attr("/", "x", "y"), std::logic_error);
-  EXPECT_THROW(out.commit(), std::logic_error);
-}
-
-TEST(Hdf5Writer, ResultFileIsComplete) {
-  const fs::path dir = test::fresh_dir("hdf5_complete");
-  EXPECT_FALSE(result_file_is_complete((dir / "missing.h5").string()));
-  std::ofstream(dir / "text.h5") << "not hdf5 at all\n";
-  EXPECT_FALSE(result_file_is_complete((dir / "text.h5").string()));
-  EXPECT_FALSE(result_file_is_complete(dir.string()));
-  {  // valid HDF5 without the attribute, as a killed writer would leave behind
-    Id raw(H5Fcreate((dir / "raw.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-  }
-  EXPECT_FALSE(result_file_is_complete((dir / "raw.h5").string()));
-  ResultFile out = ResultFile::create(dir / "done.h5", false);
-  out.commit();
-  EXPECT_TRUE(result_file_is_complete((dir / "done.h5").string()));
 }
 
 TEST(Hdf5Writer, H5pyReadsStringsAndArrays) {

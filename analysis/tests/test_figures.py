@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Unit tests of analysis/ssd_analysis/figures.py on hand-built runs: Figure 3 (cache-miss rate
-vs fan-out, log-log) is written when there are few or no misses, and fits only what it can.
+"""Unit tests of analysis/ssd_analysis/figures_cache.py on hand-built runs: Figure 3 (cache-miss
+rate vs fan-out, log-log) is written when there are few or no misses, and fits only what it can;
+figures.py's make_all draws it.
 Run: /usr/bin/python3 -m unittest discover -s analysis/tests"""
 import os
 import shutil
@@ -13,6 +14,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from ssd_analysis import figures as F  # noqa: E402
+from ssd_analysis import figures_cache as C  # noqa: E402
 from ssd_analysis.io import Run  # noqa: E402
 from test_metrics import rounds_table  # noqa: E402
 
@@ -46,7 +48,7 @@ class Figure3Fanout(unittest.TestCase):
     def draw(self, runs):
         """fig_fanout, saved (drawing is where an empty log axis fails); the primary panel (the
         overall one needs runs whose misses all went to the backup)."""
-        fig = F.fig_fanout(runs, self.dir)
+        fig = C.fig_fanout(runs, self.dir)
         ax = fig.axes[0]
         found = (labels(ax), fit_lines(ax), ax.texts and ax.texts[0].get_text())
         paths = F.save(fig, self.dir, "fig3_fanout")

@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "analysis"))
-from ssd_analysis import figures as F  # noqa: E402
+from ssd_analysis import figures_cache  # noqa: E402
 from ssd_analysis import io  # noqa: E402
 from ssd_analysis import metrics as M  # noqa: E402
 from ssd_analysis import runstats as RS  # noqa: E402
@@ -79,7 +79,7 @@ def fig3(runs):
           "maximum likelihood on the rounds' bonus ranks (censored beyond 64)")
     print(f"{'T':>4} {'after':<8} {'n':>4} {'r':>5} {'+-se':>5} {'paper':>5} "
           + " ".join(f"{'p_hit(' + str(x) + ')':>9}" for x in (1, 2, 4, 8)))
-    fan = F.FANOUTS
+    fan = figures_cache.FANOUTS
     for r in sorted((r for r in runs if r.mode == "ssd"), key=lambda r: r.temperature):
         rd = r.rounds
         looked = rd["outcome_hit"] >= 0

@@ -88,10 +88,11 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
 }
 
 // Three to five rows: one tile per panel. The tile reads its rows of x once per panel, from L1
-// while they fit there beside the weight stream (kXFitsBytes, below). Wider x (5 rows of a
-// 8960-wide down_proj are 90 KB) walks k in blocks that fit (kXBlockBytes): every panel of a group
-// of kGroupPanels takes one block before the group moves on to the next, its accumulators waiting
-// in a scratch between blocks, as the fp32 GEMM does (matmul_packed.cpp).
+// while they fit there beside the weight stream (kXFitsBytes, below). Wider x of 3 or 4 rows (4
+// rows of a 8960-wide down_proj are 70 KB) walks k in blocks that fit (kXBlockBytes): every panel
+// of a group of kGroupPanels takes one block before the group moves on to the next, its
+// accumulators waiting in a scratch between blocks, as the fp32 GEMM does (matmul_packed.cpp).
+// Five rows of wide x take the 6-10-row walk instead (row_tiles_over_k_blocks, below).
 //
 // The blocks: 8 KiB, a quarter of Zen 4's 32 KiB L1D. At 24 KiB unblocked and 16 KiB blocks, x
 // shared L1 with the weight stream and its prefetches (which evicting which was not measured), and
@@ -118,14 +119,14 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
 // pass through it alternately). 4 rows of the pair's 1536-wide target (12 KiB, its K = 3
 // verification) whole ran 1.45x faster than blocked (q1.5b.gate 1356-1394 -> 882-925 us, as one
 // row); 5 rows of 1536 (15 KiB) whole were 1.2x slower than blocked (1121-1187 -> 1515), as
-// they were with the prefetch (1.11-1.20x, 73a48d7). Blocked, 5 rows of 1536 walk k in blocks of
-// 800 and 736; even blocks (768 + 768), 12 KiB blocks, groups of 16 or 64 panels and splitting
-// the rows (3 + 2 over 256 KiB groups of panels, the second tile from L2) were no faster.
+// they were with the prefetch (1.11-1.20x, 73a48d7). Whole x of 5 rows stays one tile of five:
+// as 3 + 2 (the second tile reading the panel from L1) 124m.gate ran 110 -> 155 us, q0.5b.gate
+// 312-336 -> 472-478.
 constexpr size_t kXFitsBytes = 12 * 1024;
 constexpr size_t kXBlockBytes = 8 * 1024;
 constexpr int kGroupPanels = 32;
 
-// The row tiles of a call of 6 or more rows (and of 3-5, one tile): a multiple of five rows (a
+// The row tiles of row_tiles_over_groups' calls of 6 or more rows: a multiple of five rows (a
 // batch's K + 1 = 5 verification) in tiles of five, 25 vdpbf16ps per 10 loads where a tile of
 // four has 20 per 9; measured against tiles of four, 80 rows, 3 shapes: 3-9% faster. 16 rows as
 // 5 + 5 + 3 + 3 was mixed, so other counts keep row_tiles.h's tiles of four.
@@ -135,6 +136,30 @@ void for_each_dot_row_tile(int rows, F&& f) {
     for (int r0 = 0; r0 < rows; r0 += kMaxTileRows) f(r0, kMaxTileRows);
   else
     for_each_row_tile<kMaxTileRows>(rows, f);
+}
+
+// The row tiles of the k-blocked walk: none of five. A tile of five rows (31 registers) taking
+// k-blocks with the weights prefetched ran slower than tiles of three and two taking the same
+// blocks, where the whole-x tile of five, on the hardware prefetcher's stream, does not (above).
+// bench_gemm, 1 thread, Zen 4, three interleaved passes, 5 rows of wide x, a tile of five in
+// blocks of 8 KiB against 3 + 2 in blocks of up to 16 KiB (row_tiles_over_k_blocks): q1.5b.gate
+// 1122-1158 -> 866-965 us (4 rows: 971-1040), q1.5b.qo 201-208 -> 159-176, q1.5b.down 1290-1356
+// -> 1003-1048, q0.5b.down 396-435 -> 332-383, 1b.gate 1443-1499 -> 1112-1157, 1b.down
+// 1469-1630 -> 1203-1266, 1b.qo 364-366 -> 276-302, 124m.down 138-143 -> 109-116. 3 + 2 in 8 KiB
+// blocks took about half of that gain, a tile of five in 16 KiB blocks none. 10 rows as 4 + 3 + 3
+// against 5 + 5: q1.5b.down 1561-1664 -> 1509-1538, q1.5b.gate, .qo and q0.5b.down level.
+template <typename F>
+void for_each_blocked_row_tile(int rows, F&& f) {
+  if (rows == 5) {
+    f(0, 3);
+    f(3, 2);
+  } else if (rows == 10) {
+    f(0, 4);
+    f(4, 3);
+    f(7, 3);
+  } else {
+    for_each_row_tile<kMaxTileRows>(rows, f);  // 3-4 rows whole; 6-9 in tiles of 2-4
+  }
 }
 
 // The k-blocked walk (one_tile_per_panel's wide x, row_tiles_over_k_blocks): the panels in
@@ -166,12 +191,15 @@ void k_blocked_walk(float* out, const RoundedX& x, const uint16_t* w, int rows, 
             const KBlock b{k0, k1, panel_saved + size_t(r0) * saved_per_row};
             run_tile<1, true>(out, x, r0, tile_rows, ref, in, out_dim, ahead, b);
           };
-          for_each_dot_row_tile(rows, tile);
+          for_each_blocked_row_tile(rows, tile);
         }
       }
     }
   }
 }
+
+void row_tiles_over_k_blocks(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
+                             int out_dim, int threads);
 
 void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
                         int out_dim, int threads) {
@@ -185,6 +213,7 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
     return;
   }
   // x is wider than kXFitsBytes, so in has whole k-vectors to block.
+  if (rows == kMaxTileRows) return row_tiles_over_k_blocks(out, x, w, rows, in, out_dim, threads);
   k_blocked_walk(
       out, x, w, rows, in, out_dim, threads,
       std::max(kDotLanes, int(kXBlockBytes / sizeof(uint16_t) / rows) / kDotLanes * kDotLanes));
@@ -228,8 +257,9 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
   }
 }
 
-// Six to ten rows with wide rows of x (q1.5b's down_proj, 8960 wide): k_blocked_walk, as for
-// one_tile_per_panel's wide x, every row tile of the call taking each panel's block in turn. A tile
+// Six to ten rows with wide rows of x (q1.5b's down_proj, 8960 wide), and five rows of x wider than
+// kXFitsBytes: k_blocked_walk, as for one_tile_per_panel's wide x, every row tile of the call
+// (for_each_blocked_row_tile) taking each panel's block in turn. A tile
 // of row_tiles_over_groups reads its rows of x whole from L2 beside a panel that does not fit L1
 // either (4 rows of down_proj's x are 70 KB, its panel 87.5 KB); here a block's x and weights stay
 // in L1 while the call's tiles take them. Every tile asks for the weights two panels on (where the
@@ -250,6 +280,7 @@ constexpr int kBlockedMaxRows = 10;
 constexpr size_t kTileFitsBytes = 24 * 1024;  // a tile's x and its panel, beside the stream
 constexpr size_t kCallXBlockBytes = 16 * 1024;
 
+// Whether the group walk's widest tile (for_each_dot_row_tile) would read x and its panel from L2.
 bool walks_k_blocks(int rows, int in) {
   int widest_tile = 0;
   for_each_dot_row_tile(
@@ -260,7 +291,7 @@ bool walks_k_blocks(int rows, int in) {
 
 void row_tiles_over_k_blocks(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
                              int out_dim, int threads) {
-  const int vectors = in / kDotLanes;  // >= 2 (walks_k_blocks)
+  const int vectors = in / kDotLanes;  // >= 2 (walks_k_blocks; 5 rows: x past kXFitsBytes)
   const int per_block = std::max(1, int(kCallXBlockBytes / sizeof(uint16_t) / kDotLanes / rows));
   const int blocks = (vectors + per_block - 1) / per_block;
   k_blocked_walk(out, x, w, rows, in, out_dim, threads,

@@ -94,7 +94,8 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
 // accumulators waiting in a scratch between blocks, as the fp32 GEMM does (matmul_packed.cpp).
 // Five rows of wide x take the 6-10-row walk instead (row_tiles_over_k_blocks, below).
 //
-// The blocks: 8 KiB, a quarter of Zen 4's 32 KiB L1D. At 24 KiB unblocked and 16 KiB blocks, x
+// The blocks: 8 KiB, a quarter of Zen 4's 32 KiB L1D (measured below when five rows took them too,
+// before for_each_blocked_row_tile's 3 + 2). At 24 KiB unblocked and 16 KiB blocks, x
 // shared L1 with the weight stream and its prefetches (which evicting which was not measured), and
 // a 5-row call ran 1.3-1.9x a one-row call that reads the same weights. bench_gemm, 1 thread, Zen
 // 4, two interleaved passes, 5 rows: 1b.qo 744-806 -> 532-535 us, 1b.gate 2555-2781 -> 1868-2069,

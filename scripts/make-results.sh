@@ -32,13 +32,14 @@
 # --set qwen2.5-coder: Figures 3-7 from the real pair, Qwen2.5-Coder-1.5B-Instruct verifying
 # Qwen2.5-Coder-0.5B-Instruct on coding tasks (sweeps/qwen-coder/*.toml), into
 # results/qwen2.5-coder/: SWEEP/runs, figures/, summary.txt, validate.txt, machine.txt and
-# numbers.txt (per temperature: alpha, acceptance length, p_hit, budget, T_p, fitted r);
-# its README.md is written by hand from them and left alone. Fetches the two checkpoints
-# (scripts/get-model.sh) when missing and checks the committed prompt ids
-# (sweeps/qwen-coder/prompts.sh); no characterize file, so no roofline and no predict.txt.
-# ~60 minutes of runs on a 2-core machine (fig3 ~11, fig4 ~14, fig5 ~10, fig6-fallback ~10,
-# fig7-batch ~13, budget-auto ~5), most of it loading the pair (~25 s for the target alone,
-# ~50 s for both at once), once per run.
+# numbers.txt (per temperature: alpha, acceptance length, p_hit, budget, T_p, fitted r),
+# characterize.{h5,txt} of the pair (each rank on a core of its own, as the sweeps' SSD runs)
+# and predict.txt (`predict --validate` of every run of the set against it); its README.md is
+# written by hand from them and left alone. Fetches the two checkpoints (scripts/get-model.sh)
+# when missing and checks the committed prompt ids (sweeps/qwen-coder/prompts.sh).
+# ~60 minutes of runs on a quiet 2-core Zen 4 machine (2026-11-29: characterize ~3, fig3 ~4,
+# fig4 ~5, fig5 ~3, fig6-fallback ~7, fig7-batch ~19, budget-auto ~4), most of it loading the
+# pair (~25 s for the target alone, ~50 s for both at once), once per run.
 #
 # Exit status: nonzero when a run fails, a sweep's figure is not drawn, or validate finds an
 # SD/SSD run without an AR baseline (or an unreadable file). Checks outside validate's
@@ -58,17 +59,22 @@ while [ $# -gt 0 ]; do
     *) break ;;
   esac
 done
-# out: where the set's files go; sweep_dir: its sweep files; char: whether it has a
-# characterize file (the CPU sets' synthetic models; the real pair's would take longer to
-# characterize than its sweeps take to run).
-out=results sweep_dir=sweeps char=1 models=()
+# out: where the set's files go; sweep_dir: its sweep files; char_models and char_layout: the
+# models its characterize file times and how mpirun places the two ranks; paper_forecasts:
+# whether predict.txt also holds the model's forecasts for the paper's GPU layouts (once, with
+# the synthetic set).
+out=results sweep_dir=sweeps models=() paper_forecasts=1
+char_models=(--target synthetic:llama-124m --draft synthetic:llama-12m)
+char_layout=(--oversubscribe)
 defaults=(fig7-speedup fig7-pareto fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback
   fig6-draft-ranks)
 case "$set_name" in
   "") ;;
   qwen2.5-coder)
-    out=results/qwen2.5-coder sweep_dir=sweeps/qwen-coder char=0
+    out=results/qwen2.5-coder sweep_dir=sweeps/qwen-coder paper_forecasts=0
     models=(qwen2.5-coder-1.5b qwen2.5-coder-0.5b)
+    char_models=(--target models/qwen2.5-coder-1.5b --draft models/qwen2.5-coder-0.5b)
+    char_layout=(--map-by slot:PE=1 --bind-to core)
     defaults=(fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback fig7-batch budget-auto) ;;
   *) echo "make-results.sh: --set: unknown set '$set_name' (known: qwen2.5-coder)" >&2; exit 2 ;;
 esac
@@ -92,24 +98,23 @@ for name in "${sweeps[@]}"; do
     exit 2
   fi
 done
-if [ "$analysis_only" -eq 1 ] && [ "$char" -eq 1 ] && [ ! -f results/characterize.h5 ]; then
-  echo "make-results.sh: --analysis-only: no results/characterize.h5" >&2
+if [ "$analysis_only" -eq 1 ] && [ ! -f "$out/characterize.h5" ]; then
+  echo "make-results.sh: --analysis-only: no $out/characterize.h5" >&2
   exit 2
 fi
 mkdir -p "$out/figures"
 tmp="$(mktemp)"
 trap 'rm -f "$tmp"' EXIT
 
-if [ "$analysis_only" -eq 0 ] && [ "$char" -eq 1 ]; then
+if [ "$analysis_only" -eq 0 ]; then
   echo "== ssd-bench characterize"
-  # The SSD layout of the llama-124m sweeps: target on rank 0, llama-12m draft on rank 1, so the
-  # file also holds the draft<->target link, the draft's step times and the verification window.
+  # The SSD layout of the set's sweeps: target on rank 0, draft on rank 1, so the file also
+  # holds the draft<->target link, the draft's step times and the verification window.
   root_flag=()
   [ "$(id -u)" -eq 0 ] && root_flag=(--allow-run-as-root)
-  mpirun "${root_flag[@]}" --oversubscribe -np 2 ./build/release/ssd-bench characterize --threads 1 \
-    --compute auto \
-    --target synthetic:llama-124m --draft synthetic:llama-12m --out results/characterize.h5 \
-    --overwrite | tee results/characterize.txt
+  mpirun "${root_flag[@]}" "${char_layout[@]}" -np 2 ./build/release/ssd-bench characterize \
+    --threads 1 --compute auto "${char_models[@]}" --out "$out/characterize.h5" \
+    --overwrite | tee "$out/characterize.txt"
 fi
 if [ "$analysis_only" -eq 0 ]; then
   for name in "${sweeps[@]}"; do
@@ -173,28 +178,23 @@ for i in "${!sweeps[@]}"; do
   # and roofline from the first sweep (fig7-speedup by default) and the characterization.
   want="${name//-/_}"
   [ "$name" != fig7-batch ] || want="fig7_speedup,fig7_pareto"   # the pair's Figure 7: one sweep
-  if [ "$i" -eq 0 ]; then want+=",timeline"; fi
-  if [ "$char" -eq 0 ]; then
-    draw "$want" "${files[@]}" || status=1
-    continue
-  fi
-  if [ "$i" -eq 0 ]; then want+=",roofline"; fi
-  draw "$want" "${files[@]}" results/characterize.h5 || status=1
+  if [ "$i" -eq 0 ]; then want+=",timeline,roofline"; fi
+  draw "$want" "${files[@]}" "$out/characterize.h5" || status=1
 done
 
-# The first-principles model (ssd-analyze predict) against every run above, and its forecast
-# for the paper's layout with 1 to 4 draft GPUs; a set without a characterize file gets the
-# numbers its README quotes instead (sweeps/qwen-coder/figure_inputs.py).
-if [ "$char" -eq 0 ]; then
+# The first-principles model (ssd-analyze predict) against every run above, and (synthetic
+# set) its forecast for the paper's layout with 1 to 4 draft GPUs; the pair's set also gets the
+# numbers its README quotes (sweeps/qwen-coder/figure_inputs.py).
+if [ -f "$sweep_dir/figure_inputs.py" ]; then
   echo "== numbers"
   /usr/bin/python3 "$sweep_dir/figure_inputs.py" "$out" > "$out/numbers.txt" || status=1
   cat "$out/numbers.txt"
-else
-  echo "== ssd-analyze predict"
-  {
-    echo "### predict --validate: every run above against the characterize file's step costs"
-    analysis/ssd-analyze predict --validate results/*/runs/*.h5 \
-      --characterize results/characterize.h5
+fi
+echo "== ssd-analyze predict"
+{
+  echo "### predict --validate: every run above against the characterize file's step costs"
+  analysis/ssd-analyze predict --validate "$out"/*/runs/*.h5 --characterize "$out/characterize.h5"
+  if [ "$paper_forecasts" -eq 1 ]; then
     echo
     echo "### predict: Llama-3.1-70B TP4 + Llama-3.2-1B on h100-sxm, 1-4 draft GPUs"
     analysis/ssd-analyze predict --draft-ranks 1,2,3,4 -b 1,16
@@ -204,9 +204,9 @@ else
     echo
     echo "### predict --gpu-steps: the h100-sxm roofline against ssd-bench's own H100 steps"
     analysis/ssd-analyze predict --gpu-steps
-  } > results/predict.txt || status=1
-  tail -n 1 results/predict.txt
-fi
+  fi
+} > "$out/predict.txt" || status=1
+tail -n 2 "$out/predict.txt"
 
 if [ "$analysis_only" -eq 0 ] && [ "$partial" -eq 1 ] && [ -f "$out/machine.txt" ]; then
   # Only the named sweeps ran: the other sweeps' commit and date stay, these are added.

@@ -37,7 +37,7 @@
 # and predict.txt (`predict --validate` of every run of the set against it); its README.md is
 # written by hand from them and left alone. Fetches the two checkpoints (scripts/get-model.sh)
 # when missing and checks the committed prompt ids (sweeps/qwen-coder/prompts.sh).
-# ~60 minutes of runs on a quiet 2-core Zen 4 machine (2026-11-29: characterize ~3, fig3 ~4,
+# ~45 minutes on a quiet 2-core Zen 4 machine (2026-11-29: characterize ~3, fig3 ~4,
 # fig4 ~5, fig5 ~3, fig6-fallback ~7, fig7-batch ~19, budget-auto ~4), most of it loading the
 # pair (~25 s for the target alone, ~50 s for both at once), once per run.
 #

@@ -62,8 +62,9 @@ done
 # out: where the set's files go; sweep_dir: its sweep files; char_models and char_layout: the
 # models its characterize file times and how mpirun places the two ranks; paper_forecasts:
 # whether predict.txt also holds the model's forecasts for the paper's GPU layouts (once, with
-# the synthetic set).
-out=results sweep_dir=sweeps models=() paper_forecasts=1
+# the synthetic set); lead: the sweep whose runs draw the timeline and roofline (the first
+# sweep named when it is not among them).
+out=results sweep_dir=sweeps models=() paper_forecasts=1 lead=fig7-speedup
 char_models=(--target synthetic:llama-124m --draft synthetic:llama-12m)
 char_layout=(--oversubscribe)
 defaults=(fig7-speedup fig7-pareto fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback
@@ -71,7 +72,9 @@ defaults=(fig7-speedup fig7-pareto fig3-fanout fig4-temperature fig5-saguaro-c f
 case "$set_name" in
   "") ;;
   qwen2.5-coder)
-    out=results/qwen2.5-coder sweep_dir=sweeps/qwen-coder paper_forecasts=0
+    # Figure 7's runs lead: an SD run for the roofline's draft step, SSD at b = 1 for the
+    # timeline (fig3-fanout's SSD alternates an empty cache with the backup by design).
+    out=results/qwen2.5-coder sweep_dir=sweeps/qwen-coder paper_forecasts=0 lead=fig7-batch
     models=(qwen2.5-coder-1.5b qwen2.5-coder-0.5b)
     char_models=(--target models/qwen2.5-coder-1.5b --draft models/qwen2.5-coder-0.5b)
     char_layout=(--map-by slot:PE=1 --bind-to core)
@@ -156,6 +159,8 @@ PY
 }
 
 status=0
+lead_named=0
+for name in "${sweeps[@]}"; do [ "$name" != "$lead" ] || lead_named=1; done
 : > "$out/summary.txt"
 : > "$out/validate.txt"
 for i in "${!sweeps[@]}"; do
@@ -175,10 +180,12 @@ for i in "${!sweeps[@]}"; do
     status=1
   fi
   # The sweep's own figure (sweep fig3-fanout -> fig3_fanout), from its runs alone; timeline
-  # and roofline from the first sweep (fig7-speedup by default) and the characterization.
+  # and roofline from the lead sweep's runs and the characterization.
   want="${name//-/_}"
   [ "$name" != fig7-batch ] || want="fig7_speedup,fig7_pareto"   # the pair's Figure 7: one sweep
-  if [ "$i" -eq 0 ]; then want+=",timeline,roofline"; fi
+  if [ "$name" = "$lead" ] || { [ "$i" -eq 0 ] && [ "$lead_named" -eq 0 ]; }; then
+    want+=",timeline,roofline"
+  fi
   draw "$want" "${files[@]}" "$out/characterize.h5" || status=1
 done
 

@@ -39,7 +39,7 @@ ALPHA_HALF_WIDTH = 0.1
 PAIR = {0.0: (0.86, 2.22), 1.0: (0.80, 1.05)}
 PAIR_SOURCE = ("measured on Qwen2.5-Coder-1.5B/0.5B, code prompts, T = {t:g} "
                "(results/qwen2.5-coder/numbers.txt)")
-R_RANGE = (0.4, 2.22)   # the low end of plausible r, and the pair's greedy r
+R_RANGE = (0.4, PAIR[0.0][1])   # the low end of plausible r, and the pair's greedy r
 
 
 def pair_inputs(temperature):

@@ -154,7 +154,16 @@ void FanoutEstimator::observe(int accepted, int drafted, int bonus_rank, int lis
 
 FanoutLaw FanoutEstimator::law(double fixed_acceptance, double fixed_r) const {
   FanoutLaw law;
-  law.acceptance = fixed_acceptance >= 0 ? fixed_acceptance : acceptance(kFanoutPrior);
+  // The maximum-likelihood a alone swings to the ends in a run's first rounds: one or two rounds
+  // that accepted every drafted token give a = 1, and Theorem 12 then puts the whole budget at
+  // the last position (the Qwen pair's third round had the shape (0, 0, 0, 8)) just when the
+  // next round rejects early. So a is the posterior mean under a Beta prior worth kPriorTrials
+  // trials at kFanoutPrior: two all-accepted K = 4 rounds give 0.90, not 1. After n trials it
+  // moves a by 4/(n+4) of a's distance to the prior: 0.005 for the pair's a = 0.86 after a
+  // 128-token sequence (~40 rounds, ~120 trials).
+  law.acceptance = fixed_acceptance >= 0 ? fixed_acceptance
+                                         : (double(accepted_) + kPriorTrials * kFanoutPrior) /
+                                               (double(drafted_) + kPriorTrials);
   law.r = fixed_r >= 0 ? fixed_r : power_law_r(kFanoutPrior);
   return law;
 }

@@ -81,7 +81,8 @@ struct FanoutLaw {
 class FanoutEstimator {
  public:
   // Each of a and r fixed where given (>= 0; < 0 = auto), else estimated from the run so far,
-  // kFanoutPrior until there is something to estimate from.
+  // kFanoutPrior until there is something to estimate from. The a it shapes with is the
+  // acceptance estimate pulled towards kFanoutPrior by kPriorTrials trials (see fanout.cpp).
   FanoutLaw law(double fixed_acceptance, double fixed_r) const;
   // One verification outcome of a round speculated by this speculator: k accepted of K
   // drafted, and the 1-based rank of the realised bonus token in the draft's candidate list at
@@ -99,7 +100,8 @@ class FanoutEstimator {
   int observations() const { return observations_; }
 
   static constexpr int kMinObservations = 16;
-  static constexpr int kMaxRank = 1024;  // ranks/list lengths beyond this are censored here
+  static constexpr double kPriorTrials = 4.0;  // the weight of kFanoutPrior in law()'s a
+  static constexpr int kMaxRank = 1024;        // ranks/list lengths beyond this are censored here
 
  private:
   int observations_ = 0;

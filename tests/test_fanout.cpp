@@ -121,6 +121,38 @@ TEST(FanoutEstimator, FallsBackUntilEnoughObservations) {
   EXPECT_THROW(est.observe(5, 4, 1, 8), std::invalid_argument);
 }
 
+TEST(FanoutEstimator, TheShapesAcceptanceStartsAtThePriorAndFollowsTheRun) {
+  FanoutEstimator est;
+  EXPECT_DOUBLE_EQ(est.law(-1.0, -1.0).acceptance, kFanoutPrior);
+  // Two rounds that accepted all of K = 4: the MLE says 1, the shape's a stays short of it
+  // and keeps the budget spread over the positions.
+  est.observe(4, 4, 1, 8);
+  est.observe(4, 4, 1, 8);
+  EXPECT_DOUBLE_EQ(est.acceptance(-1.0), 1.0);
+  const double early = est.law(-1.0, -1.0).acceptance;
+  EXPECT_NEAR(
+      early,
+      (8 + FanoutEstimator::kPriorTrials * kFanoutPrior) / (8 + FanoutEstimator::kPriorTrials),
+      1e-12);
+  EXPECT_LT(early, 0.95);
+  EXPECT_GT(early, kFanoutPrior);
+  // At a = 1 Theorem 12 spends the budget on the last position alone; at the shape's a the
+  // early positions get guesses too.
+  EXPECT_EQ(geometric_fanout(4, 8, 1.0, kFanoutPrior), (std::vector<int>{0, 0, 0, 0, 8}));
+  EXPECT_GT(geometric_fanout(4, 8, early, kFanoutPrior)[0], 0);
+  // A fixed a is taken as given.
+  EXPECT_DOUBLE_EQ(est.law(0.5, -1.0).acceptance, 0.5);
+  // Over a run the prior fades: 40 rounds at a = 0.9 put the shape's a within 0.01 of the MLE.
+  std::mt19937_64 rng(5);
+  std::bernoulli_distribution accept(0.9);
+  for (int i = 0; i < 40; ++i) {
+    int k = 0;
+    while (k < 4 && accept(rng)) ++k;
+    est.observe(k, 4, 1, 8);
+  }
+  EXPECT_NEAR(est.law(-1.0, -1.0).acceptance, est.acceptance(-1.0), 0.01);
+}
+
 TEST(FanoutEstimator, AlwaysTopCandidateMeansLargeR) {
   FanoutEstimator est;
   for (int i = 0; i < 100; ++i) est.observe(4, 4, 1, 64);

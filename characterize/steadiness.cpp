@@ -1,7 +1,10 @@
 // Whether the forward passes were timed on a steady host. A pass of more rows reads the same
 // weights and does more work than one of fewer, so it never costs clearly less; where it did,
 // something else had the core or the memory while one of the two was timed, and every figure
-// taken from the file (the verification window, predictions) inherits that.
+// taken from the file (the verification window, predictions) inherits that. And SSD's rounds
+// (rounds.cpp) verify beside the draft's cache build what the verification timed beside the
+// draft's own passes verified, with as much of the draft's traffic beside it, so the two agree
+// unless the host changed between them.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -17,6 +20,34 @@ namespace {
 // of the curve (1-5 rows) passes dipped by up to 4.6% as noise; in the 6 runs with a disturbed
 // phase they dipped by 6.9-40%.
 constexpr double kTolerance = 0.05;
+
+// How far above the verification timed beside the draft's passes the SSD rounds' verification may
+// take before it is flagged. 15 characterize files of 2026-11-25..29 (llama-124m + llama-12m on Zen
+// 4 and Zen 5, the Qwen pair on Zen 4): 0.91-1.08x, and 1.52x in the one whose rounds a slow state
+// of the 2-core Zen 4 host took (the pair's, bdcc43e: 199.6 against 131.3 ms), which put every
+// SSD run that file predicted 12-35% slow.
+constexpr double kRoundTolerance = 0.20;
+
+// The SSD rounds' verification against the verification timed beside on the same rank.
+void flag_slow_rounds(const std::vector<ForwardResult>& forwards,
+                      std::vector<std::string>& flagged) {
+  for (const ForwardResult& round : forwards) {
+    if (round.model != "ssd" || round.kind != "verify") continue;
+    for (const ForwardResult& pass : forwards) {
+      if (pass.model != "target" || pass.kind != "verify" || !pass.concurrent ||
+          pass.rank != round.rank || pass.rows != round.rows || pass.sequences != round.sequences)
+        continue;
+      if (round.seconds > (1.0 + kRoundTolerance) * pass.seconds) {
+        char line[160];
+        std::snprintf(line, sizeof line,
+                      "ssd beside verify %d rows %.3f ms > %.2f x target beside verify %.3f ms",
+                      round.rows, round.seconds * 1e3, 1.0 + kRoundTolerance, pass.seconds * 1e3);
+        flagged.push_back(line);
+      }
+      break;
+    }
+  }
+}
 
 }  // namespace
 
@@ -50,6 +81,7 @@ std::vector<std::string> unsteady_passes(const std::vector<ForwardResult>& forwa
       if (!slowest || f->seconds > slowest->seconds) slowest = f;
     }
   }
+  flag_slow_rounds(forwards, flagged);
   return flagged;
 }
 

@@ -195,7 +195,8 @@ class CharacterizeChecks:
 
     def check_steadiness(self, f):
         """unsteady_passes: per curve (rank, model, timing, sequences, context; causal steps and
-        branch steps apart), the passes over 5% below the slowest pass of fewer rows before it."""
+        branch steps apart), the passes over 5% below the slowest pass of fewer rows before it;
+        and SSD rounds whose verification took over 1.2x the verification timed beside."""
         fw = f["forward"]
         ranks = [int(r) for r in fw["rank"][...]]
         kinds = list(zip(strings(f, "forward", "model_id"), strings(f, "forward", "kind_id")))
@@ -216,6 +217,15 @@ class CharacterizeChecks:
                     flagged += 1
                 if slowest is None or s > slowest[1]:
                     slowest = (r, s)
+        # SSD's rounds: their verification over 1.2x the target's verification timed beside
+        beside_verify = {
+            (ranks[i], int(fw["rows"][i]), int(fw["sequences"][i])): float(fw["seconds"][i])
+            for i, (model, kind) in enumerate(kinds)
+            if model == "target" and kind == "verify" and int(fw["concurrent"][i])}
+        for i, (model, kind) in enumerate(kinds):
+            key = (ranks[i], int(fw["rows"][i]), int(fw["sequences"][i]))
+            if (model, kind) == ("ssd", "verify") and key in beside_verify:
+                flagged += float(fw["seconds"][i]) > 1.2 * beside_verify[key]
         self.assertEqual(int(f.attrs["unsteady_passes"]), flagged)
         self.assertEqual(len([x for x in str(f.attrs["unsteady"]).split("; ") if x]), flagged)
 

@@ -135,5 +135,27 @@ TEST(CharacterizeSteadiness, FlagsAPassOfMoreRowsClearlyBelowOneOfFewer) {
   EXPECT_EQ(flagged[2], "draft alone branch 10 rows 1.400 ms < branch 5 rows 1.600 ms");
 }
 
+TEST(CharacterizeSteadiness, FlagsSsdRoundsThatVerifiedFarSlowerThanTheVerificationBeside) {
+  // The pair's characterize file of bdcc43e: its rounds verified at 199.6 ms beside the build,
+  // the pass beside the draft's passes at 131.3; today's runs 128.3 against 124.2.
+  auto round = [](double ms) {
+    ForwardResult r = pass("target", "verify", 5, ms, true);
+    r.model = "ssd";
+    return r;
+  };
+  const std::vector<ForwardResult> steady = {pass("target", "verify", 5, 124.249, true),
+                                             round(128.346)};
+  EXPECT_TRUE(unsteady_passes(steady).empty());
+  const std::vector<ForwardResult> slow_rounds = {pass("target", "verify", 5, 117.035),
+                                                  pass("target", "verify", 5, 131.345, true),
+                                                  round(199.588)};
+  const std::vector<std::string> flagged = unsteady_passes(slow_rounds);
+  ASSERT_EQ(flagged.size(), 1u);
+  EXPECT_EQ(flagged[0],
+            "ssd beside verify 5 rows 199.588 ms > 1.20 x target beside verify 131.345 ms");
+  // Within 20% of the pass beside is not flagged, however far above the pass alone.
+  EXPECT_TRUE(unsteady_passes({slow_rounds[0], slow_rounds[1], round(157.0)}).empty());
+}
+
 }  // namespace
 }  // namespace ssd

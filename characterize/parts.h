@@ -222,9 +222,9 @@ VerificationWindow verification_window(const std::vector<ForwardResult>& forward
 
 // The passes that timed clearly below a pass of fewer rows of the same model, context and
 // timing (a disturbed host; steadiness.cpp), each as one line ("target beside rows 3 rows
-// 9.870 ms < rows 2 rows 12.994 ms"), and SSD rounds whose verification took over 1.2x the
-// verification timed beside ("ssd beside verify 5 rows 199.588 ms > 1.20 x target beside verify
-// 131.345 ms"); empty when the curves rise with rows and the rounds agree.
+// 9.870 ms < rows 2 rows 12.994 ms"), and SSD rounds whose verification or build took over 1.2x
+// the passes they are made of timed beside ("ssd beside verify 5 rows 199.588 ms > 1.20 x target
+// verify beside 131.345 ms"); empty when the curves rise with rows and the rounds agree.
 std::vector<std::string> unsteady_passes(const std::vector<ForwardResult>& forwards);
 
 // ---- console and file (report.cpp, file.cpp) ----

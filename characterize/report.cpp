@@ -296,7 +296,7 @@ int print_tables(std::ostream& os, const CharacterizeReport& r) {
     os << "# Unsteady passes : " << r.unsteady.size()
        << (r.unsteady.empty()
                ? " OK (no pass of more rows timed over 5% below one of fewer, and SSD's "
-                 "rounds verified within 20% of the verification timed beside)"
+                 "rounds within 20% of their passes timed beside)"
                : " WARNING: the host was disturbed while they were timed; run "
                  "characterize again before predicting from this file:");
     for (size_t i = 0; i < r.unsteady.size(); ++i) os << (i == 0 ? " " : "; ") << r.unsteady[i];

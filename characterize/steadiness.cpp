@@ -21,30 +21,54 @@ namespace {
 // phase they dipped by 6.9-40%.
 constexpr double kTolerance = 0.05;
 
-// How far above the verification timed beside the draft's passes the SSD rounds' verification may
-// take before it is flagged. 15 characterize files of 2026-11-25..29 (llama-124m + llama-12m on Zen
-// 4 and Zen 5, the Qwen pair on Zen 4): 0.91-1.08x, and 1.52x in the one whose rounds a slow state
-// of the 2-core Zen 4 host took (the pair's, bdcc43e: 199.6 against 131.3 ms), which put every
-// SSD run that file predicted 12-35% slow.
+// How far above the same passes timed beside the other model's the SSD rounds' verification and
+// cache build may take before they are flagged. 16 characterize files of 2026-11-25..29
+// (llama-124m + llama-12m on Zen 4 and Zen 5, the Qwen pair on Zen 4): the verification 0.91-1.08x
+// the target's verification beside, the build 0.75-1.10x the draft's glue and K branch steps
+// beside; and 1.52x and 1.31x in the one whose rounds a slow state of the 2-core Zen 4 host took
+// (the pair's, bdcc43e: verification 199.6 against 131.3 ms, build 238.6 against 181.6), which
+// put every SSD run that file predicted 8-35% slow.
 constexpr double kRoundTolerance = 0.20;
 
-// The SSD rounds' verification against the verification timed beside on the same rank.
+const ForwardResult* find_beside(const std::vector<ForwardResult>& forwards, const char* model,
+                                 const char* kind, int rows, int sequences) {
+  for (const ForwardResult& f : forwards)
+    if (f.concurrent && f.model == model && f.kind == kind && f.rows == rows &&
+        f.sequences == sequences)
+      return &f;
+  return nullptr;
+}
+
+// The SSD rounds (model "ssd") against the passes they are made of, timed beside.
 void flag_slow_rounds(const std::vector<ForwardResult>& forwards,
                       std::vector<std::string>& flagged) {
+  auto check = [&](const ForwardResult& round, double beside_s, const char* what) {
+    if (!(round.seconds > (1.0 + kRoundTolerance) * beside_s)) return;
+    char line[200];
+    std::snprintf(line, sizeof line, "ssd beside %s %d rows %.3f ms > %.2f x %s beside %.3f ms",
+                  round.kind.c_str(), round.rows, round.seconds * 1e3, 1.0 + kRoundTolerance, what,
+                  beside_s * 1e3);
+    flagged.push_back(line);
+  };
   for (const ForwardResult& round : forwards) {
-    if (round.model != "ssd" || round.kind != "verify") continue;
-    for (const ForwardResult& pass : forwards) {
-      if (pass.model != "target" || pass.kind != "verify" || !pass.concurrent ||
-          pass.rank != round.rank || pass.rows != round.rows || pass.sequences != round.sequences)
-        continue;
-      if (round.seconds > (1.0 + kRoundTolerance) * pass.seconds) {
-        char line[160];
-        std::snprintf(line, sizeof line,
-                      "ssd beside verify %d rows %.3f ms > %.2f x target beside verify %.3f ms",
-                      round.rows, round.seconds * 1e3, 1.0 + kRoundTolerance, pass.seconds * 1e3);
-        flagged.push_back(line);
+    if (round.model != "ssd") continue;
+    if (round.kind == "verify") {
+      const ForwardResult* verify =
+          find_beside(forwards, "target", "verify", round.rows, round.sequences);
+      if (verify) check(round, verify->seconds, "target verify");
+    } else if (round.kind == "build") {
+      // The glue step over K + 1 tokens per sequence, then K branch steps of the build's rows.
+      const ForwardResult* glue = nullptr;
+      for (const ForwardResult& f : forwards)
+        if (f.concurrent && f.model == "draft" && f.kind == "glue" &&
+            f.sequences == round.sequences)
+          glue = &f;
+      const ForwardResult* branch =
+          find_beside(forwards, "draft", "branch", round.rows, round.sequences);
+      if (glue && branch && glue->sequences > 0) {
+        const int K = glue->rows / glue->sequences - 1;
+        check(round, glue->seconds + K * branch->seconds, "draft glue + K branch");
       }
-      break;
     }
   }
 }

@@ -196,7 +196,7 @@ class CharacterizeChecks:
     def check_steadiness(self, f):
         """unsteady_passes: per curve (rank, model, timing, sequences, context; causal steps and
         branch steps apart), the passes over 5% below the slowest pass of fewer rows before it;
-        and SSD rounds whose verification took over 1.2x the verification timed beside."""
+        and SSD rounds whose verification or build took over 1.2x their passes timed beside."""
         fw = f["forward"]
         ranks = [int(r) for r in fw["rank"][...]]
         kinds = list(zip(strings(f, "forward", "model_id"), strings(f, "forward", "kind_id")))
@@ -217,15 +217,20 @@ class CharacterizeChecks:
                     flagged += 1
                 if slowest is None or s > slowest[1]:
                     slowest = (r, s)
-        # SSD's rounds: their verification over 1.2x the target's verification timed beside
-        beside_verify = {
-            (ranks[i], int(fw["rows"][i]), int(fw["sequences"][i])): float(fw["seconds"][i])
-            for i, (model, kind) in enumerate(kinds)
-            if model == "target" and kind == "verify" and int(fw["concurrent"][i])}
-        for i, (model, kind) in enumerate(kinds):
-            key = (ranks[i], int(fw["rows"][i]), int(fw["sequences"][i]))
-            if (model, kind) == ("ssd", "verify") and key in beside_verify:
-                flagged += float(fw["seconds"][i]) > 1.2 * beside_verify[key]
+        # SSD's rounds: their verification over 1.2x the target's verification timed beside,
+        # their build over 1.2x the draft's glue and K branch steps beside
+        beside = {
+            (model, kind, int(fw["rows"][i]), int(fw["sequences"][i])): float(fw["seconds"][i])
+            for i, (model, kind) in enumerate(kinds) if int(fw["concurrent"][i])}
+        glue = {key[3]: (key[2], s) for key, s in beside.items() if key[:2] == ("draft", "glue")}
+        for (model, kind, rows, seqs), s in beside.items():
+            if (model, kind) == ("ssd", "verify") and ("target", "verify", rows, seqs) in beside:
+                flagged += s > 1.2 * beside[("target", "verify", rows, seqs)]
+            if (model, kind) == ("ssd", "build") and seqs in glue \
+                    and ("draft", "branch", rows, seqs) in beside:
+                glue_rows, glue_s = glue[seqs]
+                steps = glue_s + (glue_rows // seqs - 1) * beside[("draft", "branch", rows, seqs)]
+                flagged += s > 1.2 * steps
         self.assertEqual(int(f.attrs["unsteady_passes"]), flagged)
         self.assertEqual(len([x for x in str(f.attrs["unsteady"]).split("; ") if x]), flagged)
 

@@ -159,8 +159,8 @@ FanoutLaw FanoutEstimator::law(double fixed_acceptance, double fixed_r) const {
   // the last position (the Qwen pair's third round had the shape (0, 0, 0, 8)) just when the
   // next round rejects early. So a is the posterior mean under a Beta prior worth kPriorTrials
   // trials at kFanoutPrior: two all-accepted K = 4 rounds give 0.90, not 1. After n trials it
-  // moves a by 4/(n+4) of a's distance to the prior: 0.005 for the pair's a = 0.86 after a
-  // 128-token sequence (~40 rounds, ~120 trials).
+  // moves a by kPriorTrials / (n + kPriorTrials) of its distance to the prior: 0.005 for the
+  // pair's a = 0.86 after a 128-token sequence (~40 rounds, ~120 trials).
   law.acceptance = fixed_acceptance >= 0 ? fixed_acceptance
                                          : (double(accepted_) + kPriorTrials * kFanoutPrior) /
                                                (double(drafted_) + kPriorTrials);

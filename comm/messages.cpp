@@ -201,4 +201,18 @@ void decode(const std::vector<uint8_t>& bytes, TimedSpeculation& m) {
   decode_speculation(bytes, m.speculation, m.telemetry);
 }
 
+std::vector<uint8_t> encode(const ReadyMessage& m) {
+  Writer w;
+  w.put(m.group);
+  w.put(m.prefill_s);
+  return std::move(w.bytes);
+}
+
+void decode(const std::vector<uint8_t>& bytes, ReadyMessage& m) {
+  Reader r(bytes);
+  m.group = r.get<int32_t>();
+  m.prefill_s = r.get<double>();
+  r.done();
+}
+
 }  // namespace ssd

@@ -1,6 +1,9 @@
 // Typed draft<->target messages (paper, Appendix B.1) and their byte encoding.
 //
 // Target -> draft, once per batch group: StartMessage (the prompts and sampling settings).
+// Draft -> target, once per batch group: ReadyMessage, when the draft has prefilled the prompts
+//   (during the target's own prefill, which waits for it: the draft's prefill is prefill, not
+//   decoding).
 // Target -> draft, once per round: OutcomeMessage, per sequence (sequence id, accepted count
 //   k, bonus token, committed length) plus the temperature; `stop` ends the group.
 // Draft -> target, once per round: SpeculationMessage, per sequence a cache-hit flag, K
@@ -102,16 +105,24 @@ struct TimedSpeculation {
   DraftTelemetry telemetry;
 };
 
-enum class MessageTag : int { Start = 101, Outcome = 102, Speculation = 103 };
+// A draft rank's answer to StartMessage: it has prefilled the group's prompts.
+struct ReadyMessage {
+  int32_t group = 0;       // the StartMessage's
+  double prefill_s = 0.0;  // the draft's forward pass over them
+};
+
+enum class MessageTag : int { Start = 101, Outcome = 102, Speculation = 103, Ready = 104 };
 
 std::vector<uint8_t> encode(const StartMessage& m);
 std::vector<uint8_t> encode(const OutcomeMessage& m);
 std::vector<uint8_t> encode(const SpeculationMessage& m);
 std::vector<uint8_t> encode(const TimedSpeculation& m);
+std::vector<uint8_t> encode(const ReadyMessage& m);
 // Throw std::runtime_error on a malformed buffer.
 void decode(const std::vector<uint8_t>& bytes, StartMessage& m);
 void decode(const std::vector<uint8_t>& bytes, OutcomeMessage& m);
 void decode(const std::vector<uint8_t>& bytes, SpeculationMessage& m);  // drops the telemetry
 void decode(const std::vector<uint8_t>& bytes, TimedSpeculation& m);
+void decode(const std::vector<uint8_t>& bytes, ReadyMessage& m);
 
 }  // namespace ssd

@@ -16,11 +16,15 @@ RepTotals decode_repetition(ModelGroup& target, DraftEndpoint* draft, const Toke
   for (int first = 0, group = 0; first < n_prompts; first += batch_size, ++group) {
     SequenceBatch batch(target, prompts, first, std::min(batch_size, n_prompts - first), extra,
                         s.limits, generated);
+    // The prefill is the target's and the draft's: a draft rank prefills beside the target, an
+    // in-process draft before it (DraftEndpoint::start).
     const double start = global_now();
+    if (draft) draft->start(start_message(batch, group, s));
     const double forward_s = batch.prefill(logits);
+    if (draft) draft->wait_ready();
     recorder.prefill(group, batch, start, global_now() - start, forward_s);
     if (draft)
-      decode_group_speculative(target, *draft, batch, group, s, recorder);
+      decode_group_speculative(target, *draft, batch, s, recorder);
     else
       decode_group_autoregressive(target, batch, recorder);
   }

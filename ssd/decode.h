@@ -40,11 +40,15 @@ RepTotals decode_repetition(ModelGroup& target, DraftEndpoint* draft, const Toke
 // One batch group after its prefill: AR steps until every row is done.
 void decode_group_autoregressive(ModelGroup& target, SequenceBatch& batch, Recorder& recorder);
 
-// One batch group after its prefill: speculation rounds (paper §2.1) until every row is done.
-// Each round the draft proposes K tokens per sequence, the target verifies all K+1 positions
-// in one forward pass and keeps the accepted prefix plus a bonus token. Lossless: the output
-// distribution is the target's, and greedy output equals AR's token for token.
+// What the draft is told when a batch group opens: its prompts and the decoding settings.
+StartMessage start_message(const SequenceBatch& batch, int group, const DecodeSettings& settings);
+
+// One batch group after its prefill (the draft's too: DraftEndpoint::start and wait_ready):
+// speculation rounds (paper §2.1) until every row is done. Each round the draft proposes K
+// tokens per sequence, the target verifies all K+1 positions in one forward pass and keeps the
+// accepted prefix plus a bonus token. Lossless: the output distribution is the target's, and
+// greedy output equals AR's token for token.
 void decode_group_speculative(ModelGroup& target, DraftEndpoint& draft, SequenceBatch& batch,
-                              int group, const DecodeSettings& settings, Recorder& recorder);
+                              const DecodeSettings& settings, Recorder& recorder);
 
 }  // namespace ssd

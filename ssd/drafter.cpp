@@ -24,7 +24,7 @@ struct DraftInput {
 };
 
 // K batched forward steps over `rows`: step 0 feeds every committed token not yet cached (the
-// bonus; after a full accept the last draft token too; the whole prompt in the first round),
+// bonus; after a full accept the last draft token too),
 // step j the token picked at step j-1. Returns the K tokens of each row. The draft's cache then
 // holds every committed token and the first K-1 drafts of each row.
 std::vector<std::vector<int32_t>> draft_k_tokens(ModelGroup& draft,
@@ -96,6 +96,15 @@ void Drafter::start(const StartMessage& m, int capacity) {
     rows_[r].lists.assign(m.lookahead + 1, {});
   }
   draft_.reset_cache(int(rows_.size()), capacity);
+  // The prompts' K/V now, as the target's prefill computes its own; the first round's draft
+  // then feeds only the bonus. Batch invariance makes every row's K/V the same as when the
+  // prompt rode along with that first step.
+  ForwardBatch prefill;
+  for (size_t r = 0; r < rows_.size(); ++r)
+    if (!rows_[r].tokens.empty())
+      prefill.add_causal(int(r), 0, rows_[r].tokens, ForwardBatch::Logits::None);
+  if (prefill.rows() > 0) draft_.forward(prefill, logits_);
+  for (Sequence& row : rows_) row.cached = int(row.tokens.size());
 }
 
 int32_t Drafter::commit(const SequenceOutcome& o) {

@@ -45,8 +45,9 @@ class Drafter {
   // list_limit: candidates kept per drafted position; 0 = only for synthetic outcomes (64).
   Drafter(ModelGroup& draft, double temperature, uint64_t seed, int list_limit = 0);
 
-  // A new batch group: fresh cache, prompts prefilled on the first draft. The cache holds
-  // `capacity` tokens per sequence (SSD's branches need more than the sequence and a draft).
+  // A new batch group: fresh cache, and the prompts prefilled into it in one forward pass. The
+  // cache holds `capacity` tokens per sequence (SSD's branches need more than the sequence and a
+  // draft).
   void start(const StartMessage& m);
   void start(const StartMessage& m, int capacity);
   // SD: applies the outcome and drafts K tokens for every sequence in it.

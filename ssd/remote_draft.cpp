@@ -27,6 +27,14 @@ void RemoteDraft::start(const StartMessage& m) {
   }
 }
 
+void RemoteDraft::wait_ready() {
+  for (int d = 0; d < ranks(); ++d) {
+    if (!in_group_[size_t(d)]) continue;
+    ReadyMessage ready;
+    links_[size_t(d)]->receive(MessageTag::Ready, ready);
+  }
+}
+
 std::vector<int> RemoteDraft::send_outcome(const OutcomeMessage& m) {
   const int D = ranks();
   std::vector<OutcomeMessage> parts(links_.size());

@@ -257,9 +257,10 @@ double SaguaroDrafter::fall_back(const std::vector<int>& misses, const std::vect
   } else {
     draft_backup(misses, spec, slots);
   }
-  // The first round's drafting includes the draft's prefill of the prompt: counted as a
-  // fallback it made the just-in-time draft look ~3x slower than it is (460 ms against ~150 on
-  // the Qwen pair), and Theorem 17's choice then sent every miss to the backup.
+  // The group's first speculation has no cache to miss: not a fallback, nor timed as one (when
+  // it still held the draft's prefill of the prompts, counting it made the just-in-time draft
+  // look ~3x slower than it is, 460 ms against ~150 on the Qwen pair, and Theorem 17's choice
+  // then sent every miss to the backup).
   const double seconds = global_now() - start;
   if (!initial) meter_.fallback(kind, seconds);
   return seconds;

@@ -19,21 +19,6 @@ struct SpeculationRow {
   UniformStream uniforms;  // acceptance tests (and synthetic outcomes)
 };
 
-StartMessage start_message(const SequenceBatch& batch, int group, const DecodeSettings& s) {
-  StartMessage start;
-  start.group = group;
-  start.max_new_tokens = s.limits.max_new_tokens;
-  start.lookahead = s.lookahead;
-  start.temperature = s.limits.temperature;
-  start.seed = s.limits.seed;
-  start.synthetic = s.outcomes.synthetic;
-  for (int r = 0; r < batch.rows(); ++r) {
-    start.sequence_ids.push_back(batch.sequence(r));
-    start.prompts.push_back(batch.prompt(r));
-  }
-  return start;
-}
-
 // Last round's outcome of every sequence still running (or still owed one by `outcomes`).
 // `busy_s` is the target's verification and acceptance time of that round.
 OutcomeMessage outcome_message(const SequenceBatch& batch, const std::vector<SpeculationRow>& rows,
@@ -103,15 +88,29 @@ SequenceVerdict accept(SequenceBatch& batch, SpeculationRow& row, const Sequence
 
 }  // namespace
 
+StartMessage start_message(const SequenceBatch& batch, int group, const DecodeSettings& s) {
+  StartMessage start;
+  start.group = group;
+  start.max_new_tokens = s.limits.max_new_tokens;
+  start.lookahead = s.lookahead;
+  start.temperature = s.limits.temperature;
+  start.seed = s.limits.seed;
+  start.synthetic = s.outcomes.synthetic;
+  for (int r = 0; r < batch.rows(); ++r) {
+    start.sequence_ids.push_back(batch.sequence(r));
+    start.prompts.push_back(batch.prompt(r));
+  }
+  return start;
+}
+
 void decode_group_speculative(ModelGroup& target, DraftEndpoint& draft, SequenceBatch& batch,
-                              int group, const DecodeSettings& s, Recorder& recorder) {
+                              const DecodeSettings& s, Recorder& recorder) {
   const int vocab = target.config().vocab_size;
   const std::unique_ptr<OutcomeSource> outcomes = make_outcome_source(s, batch.rows(), vocab);
   std::vector<SpeculationRow> rows(size_t(batch.rows()));
   for (int r = 0; r < batch.rows(); ++r)
     rows[size_t(r)].uniforms =
         UniformStream{s.limits.seed, acceptance_stream(batch.sequence(r)), 0};
-  draft.start(start_message(batch, group, s));
   std::vector<float> logits;  // reused across rounds
   double busy_s = 0.0;
   for (int round = 0;; ++round) {

@@ -40,8 +40,11 @@ void write_seeds(const std::string& dir) {
   spec.speculation.sequences[0].fanout = {2, 1, 1, 1, 0};
   spec.speculation.sequences[0].probs.assign(32, 0.125f);
   spec.telemetry.fanout_total = 6;
-  const std::vector<std::pair<uint8_t, std::vector<uint8_t>>> seeds = {
-      {0, ssd::encode(start)}, {1, ssd::encode(outcome)}, {2, ssd::encode(spec)}};
+  const ssd::ReadyMessage ready{1, 0.25};
+  const std::vector<std::pair<uint8_t, std::vector<uint8_t>>> seeds = {{0, ssd::encode(start)},
+                                                                       {1, ssd::encode(outcome)},
+                                                                       {2, ssd::encode(spec)},
+                                                                       {3, ssd::encode(ready)}};
   for (const auto& [type, bytes] : seeds) {
     std::FILE* f = std::fopen((dir + "/seed-" + std::to_string(type)).c_str(), "wb");
     if (!f) std::exit(1);
@@ -62,15 +65,18 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::vector<uint8_t> bytes(data + 1, data + size);
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0:
       round_trip<ssd::StartMessage>(bytes);
       break;
     case 1:
       round_trip<ssd::OutcomeMessage>(bytes);
       break;
-    default:
+    case 2:
       round_trip<ssd::TimedSpeculation>(bytes);
+      break;
+    default:
+      round_trip<ssd::ReadyMessage>(bytes);
       break;
   }
   return 0;

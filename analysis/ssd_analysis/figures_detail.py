@@ -100,7 +100,7 @@ def fig_timeline(runs, out_dir, path=None):
     draft_kinds = [("lookup", "draft: cache lookup"), ("fallback", "draft: fallback drafting"),
                    ("build", "draft: cache build")] if run.mode == "ssd" else \
         [("draft", "draft: drafting K tokens")]
-    handles = [Patch(facecolor=COLORS["prefill"], label="target: prefill"),
+    handles = [Patch(facecolor=COLORS["prefill"], label="prefill: the target's and the draft's"),
                Patch(facecolor=COLORS["verify"], label="target: verify K+1"),
                Patch(facecolor=COLORS["accept"], label="target: accept"),
                Patch(facecolor=COLORS["idle"], hatch="//", label="target: idle, waiting"),

@@ -41,7 +41,7 @@ class DraftEndpoint {
  public:
   virtual ~DraftEndpoint() = default;
   // A batch group opens with the target's prefill, and the draft's prefill of the same prompts
-  // belongs to it, not to the first round's decoding (where it cost SD and SSD 6-19% of the
+  // belongs to it, not to the first round's decoding (where it cost SD and SSD 3-20% of the
   // Qwen pair's decode time at b = 1-16). start: in process, the draft prefills before it
   // returns; draft ranks begin theirs beside the target's. wait_ready: returns once every draft
   // rank has prefilled (in process: at once).

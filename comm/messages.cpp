@@ -204,14 +204,12 @@ void decode(const std::vector<uint8_t>& bytes, TimedSpeculation& m) {
 std::vector<uint8_t> encode(const ReadyMessage& m) {
   Writer w;
   w.put(m.group);
-  w.put(m.prefill_s);
   return std::move(w.bytes);
 }
 
 void decode(const std::vector<uint8_t>& bytes, ReadyMessage& m) {
   Reader r(bytes);
   m.group = r.get<int32_t>();
-  m.prefill_s = r.get<double>();
   r.done();
 }
 

@@ -107,8 +107,7 @@ struct TimedSpeculation {
 
 // A draft rank's answer to StartMessage: it has prefilled the group's prompts.
 struct ReadyMessage {
-  int32_t group = 0;       // the StartMessage's
-  double prefill_s = 0.0;  // the draft's forward pass over them
+  int32_t group = 0;  // the StartMessage's
 };
 
 enum class MessageTag : int { Start = 101, Outcome = 102, Speculation = 103, Ready = 104 };

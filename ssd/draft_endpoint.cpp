@@ -57,9 +57,8 @@ void serve_draft_rank(
     StartMessage group;
     link.receive(MessageTag::Start, group);
     if (group.group < 0) break;
-    const double prefill_start = global_now();
     start(group);
-    link.send(MessageTag::Ready, ReadyMessage{group.group, global_now() - prefill_start});
+    link.send(MessageTag::Ready, ReadyMessage{group.group});
     double idle_since = global_now();
     for (;;) {
       OutcomeMessage outcome;

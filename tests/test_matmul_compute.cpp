@@ -38,8 +38,8 @@ struct Shape {
 // panels, one per thread.
 const Shape kShapes[] = {{203, 37}, {19, 8},    {64, 40},   {45, 29},   {1000, 13},
                          {16, 1},   {768, 300}, {5000, 13}, {1500, 171}};
-const int kRowCounts[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13,
-                          14, 15, 16, 17, 18, 19, 20, 32, 33, 64, 80, 100};
+const int kRowCounts[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14,
+                          15, 16, 17, 18, 19, 20, 32, 33, 40, 41, 64, 80, 100};
 constexpr int kMaxRows = 100;
 
 bool has_bf16() {
@@ -105,9 +105,17 @@ TEST(MatmulCompute, F32BatchInvariantEveryRowCount) {
   expect_batch_invariant(CpuCompute::F32);
 }
 
+// Under both of the bf16 GEMM's tunings, whichever L1D this host has: Zen 4's (32 KiB: x whole to
+// 12 KiB, the k-blocked walk to 10 rows) and Zen 5's (48 KiB: 24 KiB, to 40 rows, 8 rows in
+// threes), which take other rows, panels and blocks together.
 TEST(MatmulCompute, Bf16BatchInvariantEveryRowCount) {
   if (!has_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU or in this build";
-  expect_batch_invariant(CpuCompute::BF16);
+  for (const size_t l1d : {32 * 1024, 48 * 1024}) {
+    SCOPED_TRACE("bf16 GEMM tuned for an L1D of " + std::to_string(l1d) + " bytes");
+    set_bf16_dot_l1d_bytes(l1d);
+    expect_batch_invariant(CpuCompute::BF16);
+  }
+  set_bf16_dot_l1d_bytes(0);
 }
 
 // Against the exact (double) dot product of the bf16-rounded x and the bf16 weights: the products

@@ -33,6 +33,9 @@ void* allocate_cpu_memory(size_t bytes, bool zero);
 // True when this build has the AVX512_BF16 kernel (compiled with -march=native on a CPU that has
 // it) and the CPU running it has the instructions.
 bool cpu_has_bf16_dot();
+// The L1 data cache size the bf16 GEMM picks its tuning by (matmul_bf16_dot.cpp's DotTuning),
+// in place of the CPU's; 0 restores the CPU's. For tests, which run every profile on any host.
+void set_bf16_dot_l1d_bytes(size_t bytes);
 
 class CpuBackend final : public Backend {
  public:

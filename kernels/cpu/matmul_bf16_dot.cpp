@@ -12,8 +12,10 @@
 // The matrix is packed as pack_matrix_bf16 packs it (packed_layout.h), with 32-wide k-vectors: a
 // tile reads its panel front to back, one 64-byte operand per column per k-step.
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <vector>
@@ -36,7 +38,35 @@ bool cpu_has_bf16_dot() {
   return has;
 }
 
+std::atomic<size_t> l1d_override{0};
+
+void set_bf16_dot_l1d_bytes(size_t bytes) {
+  l1d_override.store(bytes);
+}
+
 namespace {
+
+// The thresholds that fit x and the weights into the core's L1 data cache, and the rows the
+// k-blocked walk takes, were measured on two cores: Zen 4 (32 KiB L1D, AVX-512 in 256-bit
+// halves, one vdpbf16ps a cycle) and Zen 5 (48 KiB, 12 ways, full-width AVX-512, two a cycle:
+// the bf16 peak 494 GFLOP/s against 235, the read rate 42 GB/s against 27). The L1D size the C
+// library reports picks the profile; where it reports none, Zen 4's. Neither changes a row's
+// bits (batch invariance, above): only which rows and panels are taken together.
+struct DotTuning {
+  size_t x_fits_bytes;   // 3-5 rows keep x whole up to this
+  int blocked_max_rows;  // the most rows the k-blocked walk takes (row_tiles_over_k_blocks)
+  bool eight_in_threes;  // 8 rows of the k-blocked walk as 3 + 3 + 2, not 4 + 4
+};
+
+DotTuning tuning() {
+  static const size_t reported = [] {
+    const long l1d = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    return l1d > 0 ? size_t(l1d) : size_t(0);
+  }();
+  const size_t l1d = l1d_override.load() ? l1d_override.load() : reported;
+  if (l1d >= 48 * 1024) return {24 * 1024, 40, true};
+  return {12 * 1024, 10, false};
+}
 
 using dot_tile::KBlock;
 using dot_tile::kMaxTileRows;
@@ -88,9 +118,9 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
 }
 
 // Three to five rows: one tile per panel. The tile reads its rows of x once per panel, from L1
-// while they fit there beside the weight stream (kXFitsBytes, below). Wider x of 3 or 4 rows (4
-// rows of a 8960-wide down_proj are 70 KB) walks k in blocks that fit (kXBlockBytes): every panel
-// of a group of kGroupPanels takes one block before the group moves on to the next, its
+// while they fit there beside the weight stream (DotTuning's x_fits_bytes, below). Wider x of 3 or
+// 4 rows (4 rows of a 8960-wide down_proj are 70 KB) walks k in blocks that fit (kXBlockBytes):
+// every panel of a group of kGroupPanels takes one block before the group moves on to the next, its
 // accumulators waiting in a scratch between blocks, as the fp32 GEMM does (matmul_packed.cpp).
 // Five rows of wide x take the 6-10-row walk instead (row_tiles_over_k_blocks, below).
 //
@@ -104,8 +134,8 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
 // 10 KiB were level with 8 within noise. bench_decode llama-3.2-1b bf16, context 128, two
 // interleaved pairs: 5 rows 169-172 -> 126-128 ms, 3 rows 148-152 -> 133-137, 1 row level.
 //
-// x is kept whole up to 12 KiB (kXFitsBytes), blocked past it. Whole, a tile reads its panels
-// front to back, one sequential stream, and leaves it to the hardware prefetcher: a software
+// x is kept whole up to 12 KiB on Zen 4 (x_fits_bytes), blocked past it. Whole, a tile reads its
+// panels front to back, one sequential stream, and leaves it to the hardware prefetcher: a software
 // prefetch 32 KiB ahead of every weight read (what the blocked and 6+-row tiles keep, whose reads
 // jump between panels) cost these tiles a third of their read rate. bench_gemm, 1 thread, Zen 4,
 // interleaved passes, q1.5b.qo, q1.5b.gate, q0.5b.gate: 3 rows 227-243 -> 151-152 us, 1290-1346
@@ -123,7 +153,14 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
 // they were with the prefetch (1.11-1.20x, 73a48d7). Whole x of 5 rows stays one tile of five:
 // as 3 + 2 (the second tile reading the panel from L1) 124m.gate ran 110 -> 155 us, q0.5b.gate
 // 312-336 -> 472-478.
-constexpr size_t kXFitsBytes = 12 * 1024;
+//
+// On Zen 5, whose L1D is 48 KiB, x is kept whole up to 24 KiB (DotTuning): 5 rows of 1536 (15
+// KiB) and of 2048 (20 KiB), blocked as 3 + 2 on Zen 4, ran 1.1-1.2x faster whole. bench_gemm, 1
+// thread, Zen 5, two interleaved passes: 12 against 20 and 24 KiB, q1.5b.gate 890-938 -> 732-742
+// us (one row: 598), q1.5b.qo 157-177 -> 129-131; 18 against 24 and 32 KiB, 1b.gate 1149-1225
+// -> 1039-1048 (32: 1027-1039), 1b.qo 284-303 -> 256-267, 124m.down 109 -> 97-98. A software
+// prefetch 1-32 KiB ahead of these tiles was level there within noise (3-5 rows of q1.5b.gate
+// and .qo, two passes).
 constexpr size_t kXBlockBytes = 8 * 1024;
 constexpr int kGroupPanels = 32;
 
@@ -154,6 +191,14 @@ void for_each_blocked_row_tile(int rows, F&& f) {
   if (rows == 5) {
     f(0, 3);
     f(3, 2);
+  } else if (rows == 8 && tuning().eight_in_threes) {
+    // Zen 5: 4 + 4 ran 1.15-1.26x slower than 3 + 3 + 2 (also than 2 + 3 + 3, 3 + 2 + 3, 5 + 3
+    // and 3 + 5, which were level with it), q1.5b.gate 1334-1369 -> 1057-1106 us, q1.5b.down
+    // 1330-1344 -> 1135-1178, q1.5b.qo 233-240 -> 180-187 (three interleaved passes; again in
+    // a second run, six splits side by side). Zen 4 kept 4 + 4 (not measured against these).
+    f(0, 3);
+    f(3, 3);
+    f(6, 2);
   } else if (rows == 10) {
     f(0, 4);
     f(4, 3);
@@ -205,7 +250,7 @@ void row_tiles_over_k_blocks(float* out, const RoundedX& x, const uint16_t* w, i
 void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
                         int out_dim, int threads) {
   const int count = panels(out_dim);
-  if (size_t(rows) * in * sizeof(uint16_t) <= kXFitsBytes) {
+  if (size_t(rows) * in * sizeof(uint16_t) <= tuning().x_fits_bytes) {
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int p = 0; p < count; ++p) {
       const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
@@ -213,7 +258,7 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
     }
     return;
   }
-  // x is wider than kXFitsBytes, so in has whole k-vectors to block.
+  // x is wider than x_fits_bytes, so in has whole k-vectors to block.
   if (rows == kMaxTileRows) return row_tiles_over_k_blocks(out, x, w, rows, in, out_dim, threads);
   k_blocked_walk(
       out, x, w, rows, in, out_dim, threads,
@@ -259,7 +304,7 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
 }
 
 // Six to ten rows with wide rows of x (q1.5b's down_proj, 8960 wide), and five rows of x wider than
-// kXFitsBytes: k_blocked_walk, as for one_tile_per_panel's wide x, every row tile of the call
+// x_fits_bytes: k_blocked_walk, as for one_tile_per_panel's wide x, every row tile of the call
 // (for_each_blocked_row_tile) taking each panel's block in turn. A tile
 // of row_tiles_over_groups reads its rows of x whole from L2 beside a panel that does not fit L1
 // either (4 rows of down_proj's x are 70 KB, its panel 87.5 KB); here a block's x and weights stay
@@ -277,7 +322,18 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
 // rows 2381-2410 -> 2516-3070: the compute-bound steps, whose blocks shrink as rows grow). The
 // blocks hold up to 16 KiB of x, split evenly: 8 KiB was 1.1-1.2x slower at 10 rows, 24 KiB level
 // with 16.
-constexpr int kBlockedMaxRows = 10;
+//
+// Zen 5 takes up to 40 rows this way (DotTuning), where its doubled dot-product rate leaves 16-40
+// rows nearer the weight stream than the multiply-adds. bench_gemm, 1 thread, Zen 5, two
+// interleaved passes, the group walk against this: 16 rows q1.5b.gate 1965-1967 -> 1270-1315 us,
+// q1.5b.qo 341-342 -> 219-224, q1.5b.down 2049-2072 -> 1296-1298, 1b.gate 2496-2519 ->
+// 1541-1568, 1b.down 2472-2507 -> 1545-1600, 124m.down 237-238 -> 145-149, q0.5b.down 648-649 ->
+// 398-446; 32 rows q1.5b.gate 2857-2885 -> 2632-2686, q1.5b.qo 500-502 -> 440-452, q1.5b.down
+// 3706-3943 -> 2603-2650, 1b.down 4578-4595 -> 3153-3330, q0.5b.down 1187-1210 -> 831-863; 40
+// rows q0.5b.down 1350-1360 -> 1153-1169. 80 rows ran 1.8-1.9x slower (q1.5b.gate 5954-6257 ->
+// 11102-11596 us: blocks of 3 k-vectors), so 80 stay in groups. (One earlier run had q0.5b.down's
+// 16 rows slower blocked, 640-654 -> 739-758 us; three later ones did not.) 896-wide x (q0.5b.qo,
+// .gate) fits L1 beside its panel and keeps the groups (kTileFitsBytes), 1.6-1.8x faster there.
 constexpr size_t kTileFitsBytes = 24 * 1024;  // a tile's x and its panel, beside the stream
 constexpr size_t kCallXBlockBytes = 16 * 1024;
 
@@ -286,13 +342,13 @@ bool walks_k_blocks(int rows, int in) {
   int widest_tile = 0;
   for_each_dot_row_tile(
       rows, [&](int, int tile_rows) { widest_tile = std::max(widest_tile, tile_rows); });
-  return rows <= kBlockedMaxRows && in >= 2 * kDotLanes &&
+  return rows <= tuning().blocked_max_rows && in >= 2 * kDotLanes &&
          size_t(widest_tile + kPanel) * in * sizeof(uint16_t) > kTileFitsBytes;
 }
 
 void row_tiles_over_k_blocks(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
                              int out_dim, int threads) {
-  const int vectors = in / kDotLanes;  // >= 2 (walks_k_blocks; 5 rows: x past kXFitsBytes)
+  const int vectors = in / kDotLanes;  // >= 2 (walks_k_blocks; 5 rows: x past x_fits_bytes)
   const int per_block = std::max(1, int(kCallXBlockBytes / sizeof(uint16_t) / kDotLanes / rows));
   const int blocks = (vectors + per_block - 1) / per_block;
   k_blocked_walk(out, x, w, rows, in, out_dim, threads,
@@ -319,6 +375,8 @@ void matmul_bf16_dot(float* out, const float* x, const uint16_t* w, int rows, in
 bool cpu_has_bf16_dot() {
   return false;
 }
+
+void set_bf16_dot_l1d_bytes(size_t) {}
 
 void matmul_bf16_dot(float*, const float*, const uint16_t*, int, int, int, int) {
   throw std::logic_error("matmul_bf16_dot: this build has no AVX512_BF16 kernel");

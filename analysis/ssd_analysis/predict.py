@@ -10,7 +10,9 @@ and r come from).
 A round of SSD with D draft ranks, each serving ceil(b/D) of the b sequences (row i on draft
 rank i % D):
   verify   = target forward over b(K+1) rows
-  build    = draft glue step over s(K+1) rows + K branch steps over s B rows, s = ceil(b/D)
+  build    = draft glue step + K branch steps over s B rows, s = ceil(b/D); the glue step
+             feeds one row per sequence after a hit or the primary's just-in-time drafting,
+             K + E_miss after a backup's speculation (glue_step)
   T_p      = build / verify;  T_b = fallback / verify (primary just in time: K draft steps of
              s rows; backup: no forward pass)
   p_hit    = A.2's objective for Theorem 12's shape of budget B (greedy integer optimum, as
@@ -237,6 +239,19 @@ def window_fanout_limit(lay, b, K, verify_s=None, cap=4096):
     return lo
 
 
+def glue_step(lay, s, K, backup_share, e_miss_backup, draft):
+    """The cache build's glue step (ssd/saguaro_cache.cpp glue) over s sequences, each row with
+    its candidate list. After a hit (take_branch) or the primary's just-in-time drafting the
+    draft holds K - 1 of the speculation's K tokens: one row per sequence. After a backup's
+    speculation it holds none: the accepted ones, the bonus and the K new tokens, K + E_miss
+    rows. characterize times the second (its "glue", K + 1 rows); taken for every round, it
+    put the pair's build at b = 8 and 16 at 1.29x and 1.15x the verification where the runs
+    built in about one (389 ms beside 385; 656-775 beside 766, medians), a prediction 15%
+    slow."""
+    rows = s * (1.0 + backup_share * (K + e_miss_backup - 1.0))
+    return draft(rows, s) + rows * lay.candidates()
+
+
 def branch_step(lay, s, B, temperature, draft=None):
     """One of the cache build's K steps: the draft (`draft`, else lay.draft) over s*B branch
     rows, and each row's candidate list and token."""
@@ -259,7 +274,6 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
     # does not (the target waits): the draft's steps alone, or as SSD's round timed them.
     draft_beside = lay.side_by_side()[1]
     verify0 = verify_time(lay, b, K, temperature, lay.side_by_side()[0])
-    glue = draft_beside(s * (K + 1), s) + s * (K + 1) * lay.candidates()
     comm = lay.messages(b, K, temperature)
     e_hit = tokens_per_round(alpha, K)
     e_miss_backup = tokens_per_round(alpha_b, K)
@@ -277,23 +291,31 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
     best = None
     for B, sh, p_p in candidates:
         rows = B if built is None else built
-        verify, build = lay.overlapped(
-            verify0,
-            glue + (K * branch_step(lay, s, rows, temperature, draft_beside) if rows > 0 else 0.0))
-        t_p, t_jit = build / verify, jit / verify
+        branches = K * branch_step(lay, s, rows, temperature, draft_beside) if rows > 0 else 0.0
+
+        def round_costs(backup_share):
+            """(verify, T_p, T_jit) of a round whose sequences drew the backup's speculation
+            in the last round at backup_share."""
+            verify, build = lay.overlapped(
+                verify0, glue_step(lay, s, K, backup_share, e_miss_backup, draft_beside)
+                + branches)
+            return verify, build / verify, jit / verify
         opts = []
         if fallback in ("auto", "primary"):
+            verify, t_p, t_jit = round_costs(0.0)
             lat = round_latency(p_p, t_p, t_jit, b)
-            opts.append(("primary", p_p, e_hit, t_jit, lat))
+            opts.append(("primary", p_p, e_hit, t_jit, lat, verify, t_p, t_jit))
         if fallback in ("auto", "backup"):
             bsh = backup_shape if backup_shape is not None else sh
             p_b = hit_rate(bsh, alpha_b, r_b) if len(bsh) == K + 1 else 0.0
             if shape is not None and realised[1] is not None:
                 p_b = realised[1]
             p = M.eq1_p_hit(p_p, p_b)
+            verify, t_p, t_jit = round_costs(1.0 - p)
             lat = round_latency(p, t_p, t_backup, b)
-            opts.append(("backup", p, M.expected_tokens(p, e_hit, e_miss_backup), t_backup, lat))
-        for name, p, tokens, t_b, lat in opts:
+            opts.append(("backup", p, M.expected_tokens(p, e_hit, e_miss_backup), t_backup, lat,
+                         verify, t_p, t_jit))
+        for name, p, tokens, t_b, lat, verify, t_p, t_jit in opts:
             round_s = verify * lat + comm
             rate = b * tokens / round_s
             if best is None or rate > best.tok_s * (1 + 1e-9):

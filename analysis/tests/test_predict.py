@@ -155,6 +155,22 @@ class Predictions(unittest.TestCase):
         self.assertTrue(all(b >= a for a, b in zip(rates, rates[1:])), rates)
         self.assertTrue(all(b >= a for a, b in zip(hits, hits[1:])), hits)
 
+    def test_glue_feeds_one_row_a_sequence_after_a_hit(self):
+        # A draft whose step costs 1 ms a row: the build is the glue step plus K branch steps of
+        # s * B rows, the glue one row a sequence after a hit or the primary's just-in-time
+        # drafting, K + E_miss (the accepted backup tokens, the bonus, K new) after a backup's.
+        class Linear:
+            def __call__(self, rows, sequences=None):
+                return 1e-3 * rows
+        lay = P.Layout(Linear(), Linear(), 0.0, 1e12, 1000, 1)
+        b, K, B = 8, 2, 3
+        verify = b * (K + 1) * 1e-3
+        primary = P.predict_ssd(lay, b, K, 0.8, 2.0, "primary", shape=[1, 1, 1])
+        self.assertAlmostEqual(primary.t_p * verify, (b + K * b * B) * 1e-3, places=12)
+        backup = P.predict_ssd(lay, b, K, 0.8, 2.0, "backup", shape=[1, 1, 1], alpha_b=0.5)
+        rows = b * (1 + (1 - backup.p_hit) * (K + P.tokens_per_round(0.5, K) - 1))
+        self.assertAlmostEqual(backup.t_p * verify, (rows + K * b * B) * 1e-3, places=12)
+
     def test_backup_wins_at_large_batch(self):
         # Theorem 17: the just-in-time primary at b = 1, the fast backup at large b
         lay = gpu_layout()

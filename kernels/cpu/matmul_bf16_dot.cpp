@@ -56,6 +56,9 @@ struct DotTuning {
   size_t x_fits_bytes;   // 3-5 rows keep x whole up to this
   int blocked_max_rows;  // the most rows the k-blocked walk takes (row_tiles_over_k_blocks)
   bool eight_in_threes;  // 8 rows of the k-blocked walk as 3 + 3 + 2, not 4 + 4
+  // 3-5 rows of x past x_fits_bytes: 0 walks k-blocks; else one tile a panel over the whole x
+  // (from L2), prefetching the weights this many bytes ahead
+  size_t wide_x_prefetch;
 };
 
 DotTuning tuning() {
@@ -64,8 +67,8 @@ DotTuning tuning() {
     return l1d > 0 ? size_t(l1d) : size_t(0);
   }();
   const size_t l1d = l1d_override.load() ? l1d_override.load() : reported;
-  if (l1d >= 48 * 1024) return {24 * 1024, 40, true};
-  return {12 * 1024, 10, false};
+  if (l1d >= 48 * 1024) return {24 * 1024, 40, true, 32 * 1024};
+  return {12 * 1024, 10, false, 0};
 }
 
 using dot_tile::KBlock;
@@ -255,6 +258,21 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
     for (int p = 0; p < count; ++p) {
       const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
       run_tile<1>(out, x, 0, rows, ref, in, out_dim, 0);  // the hardware prefetcher's stream
+    }
+    return;
+  }
+  if (const size_t ahead = tuning().wide_x_prefetch) {
+    // Zen 5: x whole from L2 beside a prefetched weight stream, 0.82-0.94 of the k-blocked
+    // walk's time. bench_gemm, 1 thread, Zen 5, two interleaved passes, 3 / 4 / 5 rows:
+    // q1.5b.down 922-933 / 947-967 / 963-986 -> 749-767 / 826-838 / 898-920 us, 1b.down
+    // 1125-1242 / 1121-1224 / 1156-1174 -> 918-926 / 998-1020 / 1103-1138, q0.5b.down 4 and 5
+    // rows 304 / 306-321 -> 261-266 / 290-291 (one row: 197-201). 16 and 64 KiB ahead were level
+    // with 32 within noise; the hardware prefetcher alone (no software prefetch) was 1.0-1.15x
+    // slower than the blocked walk at 5 rows.
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int p = 0; p < count; ++p) {
+      const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
+      run_tile<1>(out, x, 0, rows, ref, in, out_dim, ahead);
     }
     return;
   }

@@ -38,7 +38,9 @@ bool cpu_has_bf16_dot() {
   return has;
 }
 
-std::atomic<size_t> l1d_override{0};
+namespace {
+std::atomic<size_t> l1d_override{0};  // set_bf16_dot_l1d_bytes: 0, the CPU's own L1D
+}  // namespace
 
 void set_bf16_dot_l1d_bytes(size_t bytes) {
   l1d_override.store(bytes);

@@ -294,34 +294,35 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
         branches = K * branch_step(lay, s, rows, temperature, draft_beside) if rows > 0 else 0.0
 
         def round_costs(backup_share):
-            """(verify, T_p, T_jit) of a round whose sequences drew the backup's speculation
-            in the last round at backup_share."""
+            """(verify, T_p) of a round whose sequences drew the backup's speculation in the
+            last round at backup_share."""
             verify, build = lay.overlapped(
                 verify0, glue_step(lay, s, K, backup_share, e_miss_backup, draft_beside)
                 + branches)
-            return verify, build / verify, jit / verify
+            return verify, build / verify
         opts = []
         if fallback in ("auto", "primary"):
-            verify, t_p, t_jit = round_costs(0.0)
-            lat = round_latency(p_p, t_p, t_jit, b)
-            opts.append(("primary", p_p, e_hit, t_jit, lat, verify, t_p, t_jit))
+            verify, t_p = round_costs(0.0)
+            t_jit = jit / verify
+            opts.append(("primary", p_p, e_hit, t_jit, round_latency(p_p, t_p, t_jit, b), verify,
+                         t_p))
         if fallback in ("auto", "backup"):
             bsh = backup_shape if backup_shape is not None else sh
             p_b = hit_rate(bsh, alpha_b, r_b) if len(bsh) == K + 1 else 0.0
             if shape is not None and realised[1] is not None:
                 p_b = realised[1]
             p = M.eq1_p_hit(p_p, p_b)
-            verify, t_p, t_jit = round_costs(1.0 - p)
+            verify, t_p = round_costs(1.0 - p)
             lat = round_latency(p, t_p, t_backup, b)
             opts.append(("backup", p, M.expected_tokens(p, e_hit, e_miss_backup), t_backup, lat,
-                         verify, t_p, t_jit))
-        for name, p, tokens, t_b, lat, verify, t_p, t_jit in opts:
+                         verify, t_p))
+        for name, p, tokens, t_b, lat, verify, t_p in opts:
             round_s = verify * lat + comm
             rate = b * tokens / round_s
             if best is None or rate > best.tok_s * (1 + 1e-9):
                 best = Prediction("ssd", rate, K=K, fanout_total=B, shape=sh, fallback=name,
                                   p_hit=p, t_p=t_p, t_b=t_b, round_s=round_s)
-                best_t_jit = t_jit
+                best_t_jit = jit / verify
     best.window_fanout_limit = window_fanout_limit(lay, b, K, verify0)
     best.b_star = M.b_star(hit_rate(best.shape, alpha, r), e_hit, e_miss_backup, best_t_jit)
     return best

@@ -12,15 +12,14 @@
 // The matrix is packed as pack_matrix_bf16 packs it (packed_layout.h), with 32-wide k-vectors: a
 // tile reads its panel front to back, one 64-byte operand per column per k-step.
 #include <omp.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/dot_tuning.h"
 #include "kernels/cpu/packed_layout.h"
 #include "kernels/cpu/row_tiles.h"
 #include "kernels/cpu/simd.h"
@@ -39,39 +38,6 @@ bool cpu_has_bf16_dot() {
 }
 
 namespace {
-std::atomic<size_t> l1d_override{0};  // set_bf16_dot_l1d_bytes: 0, the CPU's own L1D
-}  // namespace
-
-void set_bf16_dot_l1d_bytes(size_t bytes) {
-  l1d_override.store(bytes);
-}
-
-namespace {
-
-// The thresholds that fit x and the weights into the core's L1 data cache, and the rows the
-// k-blocked walk takes, were measured on two cores: Zen 4 (32 KiB L1D, AVX-512 in 256-bit
-// halves, one vdpbf16ps a cycle) and Zen 5 (48 KiB, 12 ways, full-width AVX-512, two a cycle:
-// the bf16 peak 494 GFLOP/s against 235, the read rate 42 GB/s against 27). The L1D size the C
-// library reports picks the profile; where it reports none, Zen 4's. Neither changes a row's
-// bits (batch invariance, above): only which rows and panels are taken together.
-struct DotTuning {
-  size_t x_fits_bytes;   // 3-5 rows keep x whole up to this
-  int blocked_max_rows;  // the most rows the k-blocked walk takes (row_tiles_over_k_blocks)
-  bool eight_in_threes;  // 8 rows of the k-blocked walk as 3 + 3 + 2, not 4 + 4
-  // 3-5 rows of x past x_fits_bytes: 0 walks k-blocks; else one tile a panel over the whole x
-  // (from L2), prefetching the weights this many bytes ahead
-  size_t wide_x_prefetch;
-};
-
-DotTuning tuning() {
-  static const size_t reported = [] {
-    const long l1d = sysconf(_SC_LEVEL1_DCACHE_SIZE);
-    return l1d > 0 ? size_t(l1d) : size_t(0);
-  }();
-  const size_t l1d = l1d_override.load() ? l1d_override.load() : reported;
-  if (l1d >= 48 * 1024) return {24 * 1024, 40, true, 32 * 1024};
-  return {12 * 1024, 10, false, 0};
-}
 
 using dot_tile::KBlock;
 using dot_tile::kMaxTileRows;
@@ -123,8 +89,8 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
 }
 
 // Three to five rows: one tile per panel. The tile reads its rows of x once per panel, from L1
-// while they fit there beside the weight stream (DotTuning's x_fits_bytes, below). Wider x of 3 or
-// 4 rows (4 rows of a 8960-wide down_proj are 70 KB) walks k in blocks that fit (kXBlockBytes):
+// while they fit there beside the weight stream (dot_tuning.h's x_fits_bytes, below). Wider x of 3
+// or 4 rows (4 rows of a 8960-wide down_proj are 70 KB) walks k in blocks that fit (kXBlockBytes):
 // every panel of a group of kGroupPanels takes one block before the group moves on to the next, its
 // accumulators waiting in a scratch between blocks, as the fp32 GEMM does (matmul_packed.cpp).
 // Five rows of wide x take the 6-10-row walk instead (row_tiles_over_k_blocks, below).
@@ -192,11 +158,11 @@ void for_each_dot_row_tile(int rows, F&& f) {
 // blocks took about half of that gain, a tile of five in 16 KiB blocks none. 10 rows as 4 + 3 + 3
 // against 5 + 5: q1.5b.down 1561-1664 -> 1509-1538, q1.5b.gate, .qo and q0.5b.down level.
 template <typename F>
-void for_each_blocked_row_tile(int rows, F&& f) {
+void for_each_blocked_row_tile(int rows, bool eight_in_threes, F&& f) {
   if (rows == 5) {
     f(0, 3);
     f(3, 2);
-  } else if (rows == 8 && tuning().eight_in_threes) {
+  } else if (rows == 8 && eight_in_threes) {
     // Zen 5: 4 + 4 ran 1.15-1.26x slower than 3 + 3 + 2 (also than 2 + 3 + 3, 3 + 2 + 3, 5 + 3
     // and 3 + 5, which were level with it), q1.5b.gate 1334-1369 -> 1057-1106 us, q1.5b.down
     // 1330-1344 -> 1135-1178, q1.5b.qo 233-240 -> 180-187 (three interleaved passes; again in
@@ -225,6 +191,7 @@ void k_blocked_walk(float* out, const RoundedX& x, const uint16_t* w, int rows, 
   const int groups = (count + kGroupPanels - 1) / kGroupPanels;
   const size_t saved_per_row = size_t(kPanel) * simd::kLanes;
   const size_t saved_per_panel = size_t(rows) * saved_per_row;
+  const bool eight_in_threes = dot_tuning().eight_in_threes;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     std::vector<float> scratch(kGroupPanels * saved_per_panel + 16);
@@ -242,7 +209,7 @@ void k_blocked_walk(float* out, const RoundedX& x, const uint16_t* w, int rows, 
             const KBlock b{k0, k1, panel_saved + size_t(r0) * saved_per_row};
             run_tile<1, true>(out, x, r0, tile_rows, ref, in, out_dim, ahead, b);
           };
-          for_each_blocked_row_tile(rows, tile);
+          for_each_blocked_row_tile(rows, eight_in_threes, tile);
         }
       }
     }
@@ -255,7 +222,8 @@ void row_tiles_over_k_blocks(float* out, const RoundedX& x, const uint16_t* w, i
 void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
                         int out_dim, int threads) {
   const int count = panels(out_dim);
-  if (size_t(rows) * in * sizeof(uint16_t) <= tuning().x_fits_bytes) {
+  const DotTuning tuning = dot_tuning();
+  if (size_t(rows) * in * sizeof(uint16_t) <= tuning.x_fits_bytes) {
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int p = 0; p < count; ++p) {
       const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
@@ -263,7 +231,7 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
     }
     return;
   }
-  if (const size_t ahead = tuning().wide_x_prefetch) {
+  if (const size_t ahead = tuning.wide_x_prefetch) {
     // Zen 5: x whole from L2 beside a prefetched weight stream, 0.82-0.94 of the k-blocked
     // walk's time. bench_gemm, 1 thread, Zen 5, two interleaved passes, 3 / 4 / 5 rows:
     // q1.5b.down 922-933 / 947-967 / 963-986 -> 749-767 / 826-838 / 898-920 us, 1b.down
@@ -362,7 +330,7 @@ bool walks_k_blocks(int rows, int in) {
   int widest_tile = 0;
   for_each_dot_row_tile(
       rows, [&](int, int tile_rows) { widest_tile = std::max(widest_tile, tile_rows); });
-  return rows <= tuning().blocked_max_rows && in >= 2 * kDotLanes &&
+  return rows <= dot_tuning().blocked_max_rows && in >= 2 * kDotLanes &&
          size_t(widest_tile + kPanel) * in * sizeof(uint16_t) > kTileFitsBytes;
 }
 
@@ -395,8 +363,6 @@ void matmul_bf16_dot(float* out, const float* x, const uint16_t* w, int rows, in
 bool cpu_has_bf16_dot() {
   return false;
 }
-
-void set_bf16_dot_l1d_bytes(size_t) {}
 
 void matmul_bf16_dot(float*, const float*, const uint16_t*, int, int, int, int) {
   throw std::logic_error("matmul_bf16_dot: this build has no AVX512_BF16 kernel");

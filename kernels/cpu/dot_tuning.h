@@ -1,0 +1,28 @@
+// The bf16 GEMM's cache tuning (matmul_bf16_dot.cpp): which walk a call of some rows takes, by
+// the core's L1 data cache. Internal to kernels/cpu; the tests' override is cpu_backend.h's
+// set_bf16_dot_l1d_bytes.
+#pragma once
+
+#include <cstddef>
+
+namespace ssd {
+
+// The thresholds that fit x and the weights into the core's L1 data cache, and the rows the
+// k-blocked walk takes, were measured on two cores: Zen 4 (32 KiB L1D, AVX-512 in 256-bit
+// halves, one vdpbf16ps a cycle) and Zen 5 (48 KiB, 12 ways, full-width AVX-512, two a cycle:
+// the bf16 peak 494 GFLOP/s against 235, the read rate 42 GB/s against 27). The L1D size the C
+// library reports picks the profile; where it reports none, Zen 4's. Neither changes a row's
+// bits (matmul_bf16_dot.cpp's batch invariance): only which rows and panels are taken together.
+struct DotTuning {
+  size_t x_fits_bytes;   // 3-5 rows keep x whole up to this
+  int blocked_max_rows;  // the most rows the k-blocked walk takes (row_tiles_over_k_blocks)
+  bool eight_in_threes;  // 8 rows of the k-blocked walk as 3 + 3 + 2, not 4 + 4
+  // 3-5 rows of x past x_fits_bytes: 0 walks k-blocks; else one tile a panel over the whole x
+  // (from L2), prefetching the weights this many bytes ahead
+  size_t wide_x_prefetch;
+};
+
+// The profile for the L1D set by set_bf16_dot_l1d_bytes, else for the CPU's.
+DotTuning dot_tuning();
+
+}  // namespace ssd

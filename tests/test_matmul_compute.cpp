@@ -35,9 +35,11 @@ struct Shape {
 // than one group of panels for six rows and more in either mode; 5000 x 13 walks k in blocks for
 // three to five rows (their x is wider than L1) in either mode, with a tail, and so do six to ten
 // rows under bf16 compute (a tile's x and panel wider than L1), at 1500 x 171 over two groups of
-// panels, one per thread.
-const Shape kShapes[] = {{203, 37}, {19, 8},    {64, 40},   {45, 29},   {1000, 13},
-                         {16, 1},   {768, 300}, {5000, 13}, {1500, 171}};
+// panels, one per thread; 4500 x 90 takes more rows than that walk in k-blocks too (x 4096 or
+// more wide, Zen 5's tuning: many_rows_over_k_blocks), a short last block and a tail, over three
+// groups of panels.
+const Shape kShapes[] = {{203, 37}, {19, 8},    {64, 40},   {45, 29},    {1000, 13},
+                         {16, 1},   {768, 300}, {5000, 13}, {1500, 171}, {4500, 90}};
 const int kRowCounts[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14,
                           15, 16, 17, 18, 19, 20, 32, 33, 40, 41, 64, 80, 100};
 constexpr int kMaxRows = 100;

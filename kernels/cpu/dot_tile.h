@@ -30,24 +30,43 @@ inline __m512bh as_bf16(__m512i v) {
 }
 
 // x of a call, rounded to bf16 (vcvtne2ps2bf16: nearest even, as the GPU rounds) and laid out for
-// the tiles: the vector part interleaved by row, [k-vector][row][kDotLanes], so that a tile's rows
-// at one k-vector are one contiguous run; the k tail past in_vec per row, as the fp32 values of the
-// rounded bf16. Kept per thread, so a call allocates nothing once its size has been seen.
+// the tiles: the vector part in chunks of rows, each chunk interleaved by row, [k-vector][row of
+// the chunk][kDotLanes], so that a tile's rows at one k-vector are one contiguous run and its
+// k-vectors follow one another; the k tail past in_vec per row, as the fp32 values of the rounded
+// bf16. A tile's rows must lie in one chunk. One chunk of every row (build without chunks) serves
+// any tiles; chunks of the walk's own row tiles keep each tile's x one contiguous run, where one
+// chunk of many rows puts a tile's k-vectors rows * 64 bytes apart, a multiple of 4 KiB for 64
+// or 128 rows, and so on a few of L1's 64 sets (conflict misses; row_tiles_over_groups).
+// Kept per thread, so a call allocates nothing once its size has been seen.
 class RoundedX {
  public:
   void build(const float* x, int rows, int in) {
+    build(x, rows, in, [rows](auto&& chunk) { chunk(0, rows); });
+  }
+  // for_each_chunk(f) calls f(r0, n) for chunks of rows that cover [0, rows) in order.
+  template <typename ForEachChunk>
+  void build(const float* x, int rows, int in, ForEachChunk&& for_each_chunk) {
     rows_ = rows;
     in_vec_ = in / kDotLanes * kDotLanes;
     tail_ = in - in_vec_;
     vectors_.resize(size_t(rows) * in_vec_ + 32);
     tails_.resize(size_t(rows) * tail_);
+    offset_.resize(rows);
+    step_.resize(rows);
+    for_each_chunk([&](int r0, int n) {
+      for (int r = r0; r < r0 + n; ++r) {
+        offset_[r] = size_t(r0) * in_vec_ + size_t(r - r0) * kDotLanes;
+        step_[r] = size_t(n) * kDotLanes;
+      }
+    });
     uint16_t* base = aligned();
     for (int r = 0; r < rows; ++r) {
       const float* row = x + size_t(r) * in;
-      for (int k = 0; k < in_vec_; k += kDotLanes) {
+      uint16_t* dst = base + offset_[r];
+      for (int k = 0; k < in_vec_; k += kDotLanes, dst += step_[r]) {
         const __m512bh pair =
             _mm512_cvtne2ps_pbh(_mm512_loadu_ps(row + k + 16), _mm512_loadu_ps(row + k));
-        _mm512_store_si512(base + (size_t(k) * rows + size_t(r) * kDotLanes), (__m512i)pair);
+        _mm512_store_si512(dst, (__m512i)pair);
       }
       if (tail_ > 0) {  // the same instruction rounds the tail
         const __mmask32 keep = (__mmask32(1) << tail_) - 1;
@@ -60,8 +79,10 @@ class RoundedX {
       }
     }
   }
-  // Row r's k-vectors: the one at k lies at vectors(r) + k * rows.
-  const uint16_t* vectors(int r) const { return aligned() + size_t(r) * kDotLanes; }
+  // Row r's k-vectors: the one at k lies at vectors(r) + k / kDotLanes * step(r); row r + 1's of
+  // the same chunk kDotLanes after row r's.
+  const uint16_t* vectors(int r) const { return aligned() + offset_[r]; }
+  size_t step(int r) const { return step_[r]; }
   const float* tail(int r) const { return tails_.data() + size_t(r) * tail_; }
   int rows() const { return rows_; }
 
@@ -73,6 +94,7 @@ class RoundedX {
   int rows_ = 0, in_vec_ = 0, tail_ = 0;
   mutable std::vector<uint16_t> vectors_;
   std::vector<float> tails_;
+  std::vector<size_t> offset_, step_;  // per row: where its k-vectors start, and their stride
 };
 
 // Where the tile writes, and which part of the weights it reads.
@@ -124,7 +146,7 @@ template <int R, int P>
                                                       const RoundedX& x, int r0,
                                                       const PanelRef (&ref)[P], int k0, int k1,
                                                       size_t prefetch_ahead) {
-  const size_t x_step = size_t(x.rows()) * kDotLanes;
+  const size_t x_step = x.step(r0);  // rows r0 .. r0 + R - 1 lie in one chunk (RoundedX)
   const uint16_t* xp = x.vectors(r0) + size_t(k0 / kDotLanes) * x_step;
   for (int k = k0; k < k1; k += kDotLanes, xp += x_step) {
     __m512bh xv[R];

@@ -20,6 +20,12 @@ struct DotTuning {
   // 3-5 rows of x past x_fits_bytes: 0 walks k-blocks; else one tile a panel over the whole x
   // (from L2), prefetching the weights this many bytes ahead
   size_t wide_x_prefetch;
+  // More rows than blocked_max_rows of x 4096 or more wide: 0 keeps the group walk; else k in
+  // blocks of this many elements (many_rows_over_k_blocks; measured on Zen 5 only)
+  int many_rows_k_block;
+  // The group walk (row_tiles_over_groups) takes one panel at a time, every row tile reading
+  // its x from L2, while the call's x is at most this; groups of panels past it
+  size_t one_panel_x_bytes;
 };
 
 // The profile for the L1D set by set_bf16_dot_l1d_bytes, else for the CPU's.

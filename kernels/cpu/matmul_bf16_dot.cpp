@@ -50,10 +50,10 @@ using packed_layout::kPanel;
 using packed_layout::panels;
 
 // Panels per group for 6 or more rows (see row_tiles_over_groups): one panel while the call's x
-// fits in a quarter of a 1 MiB L2 beside it; for a wider x, 256 KiB of weights, which stay in L2
-// while every row tile walks them with its own rows of x.
+// fits in L2 beside it (DotTuning's one_panel_x_bytes: a quarter or a half of a 1 MiB L2); for a
+// wider x, 256 KiB of weights, which stay in L2 while every row tile walks them with its own rows
+// of x.
 constexpr size_t kGroupBytes = 256 * 1024;
-constexpr size_t kPanelGroupsXBytes = 256 * 1024;
 
 // One row's software prefetch distance, ahead of each weight read. One row left to the hardware
 // prefetcher (as the fp32 GEMM's one row is) ran llama-124m's bf16 decode step 1.10-1.16x slower
@@ -179,41 +179,52 @@ void for_each_blocked_row_tile(int rows, bool eight_in_threes, F&& f) {
   }
 }
 
-// The k-blocked walk (one_tile_per_panel's wide x, row_tiles_over_k_blocks): the panels in
-// groups of kGroupPanels, k in blocks of `block` elements (a multiple of kDotLanes), and for each
-// block every panel of the group, every row tile of the call taking the panel's block in turn, its
-// accumulators waiting in a per-thread scratch between blocks. Every tile asks for the weights two
-// panels on, where the block's slice of the panel after next lies: what the tile reads next.
+// The k-blocked walk (one_tile_per_panel's wide x, row_tiles_over_k_blocks, and many rows of
+// wide x): the panels in groups of group_panels, k in blocks of `block` elements (a multiple of
+// kDotLanes), and for each block every panel of the group, every row tile of the call
+// (for_each_tile(rows, f)) taking the panel's block in turn, its accumulators waiting in a
+// per-thread scratch between blocks. Every tile asks for the weights two panels on, where the
+// block's slice of the panel after next lies: what the tile reads next.
+template <typename ForEachTile>
 void k_blocked_walk(float* out, const RoundedX& x, const uint16_t* w, int rows, int in, int out_dim,
-                    int threads, int block) {
+                    int threads, int block, int group_panels, ForEachTile&& for_each_tile) {
   const int count = panels(out_dim), in_vec = in / kDotLanes * kDotLanes;
   const size_t ahead = 2 * size_t(kPanel) * in * sizeof(uint16_t);
-  const int groups = (count + kGroupPanels - 1) / kGroupPanels;
+  const int groups = (count + group_panels - 1) / group_panels;
   const size_t saved_per_row = size_t(kPanel) * simd::kLanes;
   const size_t saved_per_panel = size_t(rows) * saved_per_row;
-  const bool eight_in_threes = dot_tuning().eight_in_threes;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
-    std::vector<float> scratch(kGroupPanels * saved_per_panel + 16);
+    std::vector<float> scratch(group_panels * saved_per_panel + 16);
     float* saved = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) &
                                             ~uintptr_t(63));
 #pragma omp for schedule(static)
     for (int g = 0; g < groups; ++g) {
-      const int first = g * kGroupPanels, last = std::min(count, first + kGroupPanels);
+      const int first = g * group_panels, last = std::min(count, first + group_panels);
       for (int k0 = 0; k0 < in_vec; k0 += block) {
         const int k1 = std::min(k0 + block, in_vec);
         for (int p = first; p < last; ++p) {
           const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
           float* panel_saved = saved + size_t(p - first) * saved_per_panel;
-          const auto tile = [&](int r0, int tile_rows) {
+          for_each_tile(rows, [&](int r0, int tile_rows) {
             const KBlock b{k0, k1, panel_saved + size_t(r0) * saved_per_row};
             run_tile<1, true>(out, x, r0, tile_rows, ref, in, out_dim, ahead, b);
-          };
-          for_each_blocked_row_tile(rows, eight_in_threes, tile);
+          });
         }
       }
     }
   }
+}
+
+// The row tiles of the k-blocked walk of 3-40 rows, as k_blocked_walk takes them (the tuning read
+// once a call), and of more rows, as k_blocked_walk and RoundedX::build take them.
+auto blocked_row_tiles() {
+  return [threes = dot_tuning().eight_in_threes](int rows, const auto& f) {
+    for_each_blocked_row_tile(rows, threes, f);
+  };
+}
+void dot_row_tiles(int rows, const auto& f) {
+  for_each_dot_row_tile(rows, f);
 }
 
 void row_tiles_over_k_blocks(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
@@ -250,7 +261,8 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
   if (rows == kMaxTileRows) return row_tiles_over_k_blocks(out, x, w, rows, in, out_dim, threads);
   k_blocked_walk(
       out, x, w, rows, in, out_dim, threads,
-      std::max(kDotLanes, int(kXBlockBytes / sizeof(uint16_t) / rows) / kDotLanes * kDotLanes));
+      std::max(kDotLanes, int(kXBlockBytes / sizeof(uint16_t) / rows) / kDotLanes * kDotLanes),
+      kGroupPanels, blocked_row_tiles());
 }
 
 // Six rows and more (a batch's verification, SSD's branch rows, prefill; six to ten rows of wide x
@@ -259,7 +271,7 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
 // a whole group, the first reading it from memory, the later ones from cache, prefetching the
 // next group at the same place so that its first tile finds it in cache too.
 //
-// A group is one panel unless x is wide (kPanelGroupsXBytes). bench_gemm, 1 thread, Zen 4,
+// A group is one panel unless x is wide (one_panel_x_bytes). bench_gemm, 1 thread, Zen 4,
 // three interleaved repetitions, medians, against 256 KiB groups for every x: 8 rows 0.64-0.93
 // over 6 shapes (q1.5b.qo 388 -> 271 us, q1.5b.gate 2165 -> 1395, 1b.gate 3214 -> 2098; 0.44
 // -> 0.67 of the bf16 peak), 16 rows 0.87-0.95, 32 rows 0.87-1.00, 80 rows (x past 256 KiB but
@@ -273,7 +285,7 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
                            int out_dim, int threads) {
   const int count = panels(out_dim);
   const size_t panel_bytes = size_t(kPanel) * in * sizeof(uint16_t);
-  const bool wide_x = size_t(rows) * in * sizeof(uint16_t) > kPanelGroupsXBytes;
+  const bool wide_x = size_t(rows) * in * sizeof(uint16_t) > dot_tuning().one_panel_x_bytes;
   const int group = wide_x ? std::max<int>(1, int(kGroupBytes / panel_bytes)) : 1;
   const int groups = (count + group - 1) / group;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
@@ -339,8 +351,34 @@ void row_tiles_over_k_blocks(float* out, const RoundedX& x, const uint16_t* w, i
   const int vectors = in / kDotLanes;  // >= 2 (walks_k_blocks; 5 rows: x past x_fits_bytes)
   const int per_block = std::max(1, int(kCallXBlockBytes / sizeof(uint16_t) / kDotLanes / rows));
   const int blocks = (vectors + per_block - 1) / per_block;
-  k_blocked_walk(out, x, w, rows, in, out_dim, threads,
-                 (vectors + blocks - 1) / blocks * kDotLanes);
+  k_blocked_walk(out, x, w, rows, in, out_dim, threads, (vectors + blocks - 1) / blocks * kDotLanes,
+                 kGroupPanels, blocked_row_tiles());
+}
+
+// More rows than the k-blocked walk of 6-40 rows takes, of x at least kWideRowElements wide
+// (every down_proj): row_tiles_over_groups' tiles of five read a tile's x (80 KB at 8192 wide)
+// and its panel (as much) from L2 at every k-vector. In blocks of DotTuning's many_rows_k_block
+// elements, a panel's block stays in L1 while every row tile of the call takes it, reading its
+// block of x (10 KB) from L2, and the accumulators of 8 panels' worth of rows wait in L2.
+// bench_gemm, 1 thread, Zen 5, two interleaved passes, against the groups: 80 rows 1b.down
+// 7468-7846 -> 6681-6954 us, q1.5b.down 6491-6724 -> 5504-5737; 128 rows 1b.down 12709-13215
+// -> 10923-11404, q1.5b.down 11220-11495 -> 9043-9279. Blocks of 2048 were 1.03-1.06x slower,
+// of 512 in groups of 16 1.1x, groups of 32 level with 8; row tiles outside panels (a tile's
+// block of x in L1 over the group's panels from L2) 1.07-1.1x slower. Narrower x keeps the
+// groups: 1536 and 2048 wide (gate, qo) ran 1.0-1.25x slower blocked (1b.gate 80 rows 6047-6114
+// -> 6141-6838, q1.5b.gate 4713-4852 -> 5047-5983).
+constexpr int kWideRowElements = 4096;
+constexpr int kManyRowsGroupPanels = 8;
+
+bool many_rows_walk_k_blocks(int rows, int in) {
+  const DotTuning tuning = dot_tuning();
+  return tuning.many_rows_k_block > 0 && rows > tuning.blocked_max_rows && in >= kWideRowElements;
+}
+
+void many_rows_over_k_blocks(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
+                             int out_dim, int threads) {
+  k_blocked_walk(out, x, w, rows, in, out_dim, threads, dot_tuning().many_rows_k_block,
+                 kManyRowsGroupPanels, [](int n, const auto& f) { dot_row_tiles(n, f); });
 }
 
 }  // namespace
@@ -350,11 +388,21 @@ void matmul_bf16_dot(float* out, const float* x, const uint16_t* w, int rows, in
   if (!cpu_has_bf16_dot()) throw std::logic_error("matmul_bf16_dot: no AVX512_BF16 on this CPU");
   if (rows <= 0) return;  // a call with nothing to multiply (the fp32 GEMM's tiles do nothing too)
   static thread_local RoundedX rounded;
-  rounded.build(x, rows, in);
-  if (rows <= 2) return two_panel_rows(out, rounded, w, rows, in, out_dim, threads);
-  if (rows <= kMaxTileRows) return one_tile_per_panel(out, rounded, w, rows, in, out_dim, threads);
-  if (walks_k_blocks(rows, in))
+  if (rows <= kMaxTileRows || walks_k_blocks(rows, in)) {
+    // One chunk: a k-block of every row's x is one contiguous run. In chunks of the blocked
+    // walk's tiles, 16 and 32 rows ran 1.05-1.15x slower (1b.gate 32 rows 3171 -> 3655 us; their
+    // tiles' slices of a block lie a multiple of 4 KiB apart, on the same L1 sets), 8 and 10
+    // rows 1.0-1.08x faster (q1.5b.gate 8 rows 879-936 -> 812-828); bench_gemm, Zen 5.
+    rounded.build(x, rows, in);
+    if (rows <= 2) return two_panel_rows(out, rounded, w, rows, in, out_dim, threads);
+    if (rows <= kMaxTileRows)
+      return one_tile_per_panel(out, rounded, w, rows, in, out_dim, threads);
     return row_tiles_over_k_blocks(out, rounded, w, rows, in, out_dim, threads);
+  }
+  // In chunks of the walk's row tiles, each tile's x one contiguous run (RoundedX).
+  rounded.build(x, rows, in, [rows](const auto& chunk) { dot_row_tiles(rows, chunk); });
+  if (many_rows_walk_k_blocks(rows, in))
+    return many_rows_over_k_blocks(out, rounded, w, rows, in, out_dim, threads);
   row_tiles_over_groups(out, rounded, w, rows, in, out_dim, threads);
 }
 

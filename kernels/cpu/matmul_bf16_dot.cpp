@@ -392,7 +392,8 @@ void matmul_bf16_dot(float* out, const float* x, const uint16_t* w, int rows, in
     // One chunk: a k-block of every row's x is one contiguous run. In chunks of the blocked
     // walk's tiles, 16 and 32 rows ran 1.05-1.15x slower (1b.gate 32 rows 3171 -> 3655 us; their
     // tiles' slices of a block lie a multiple of 4 KiB apart, on the same L1 sets), 8 and 10
-    // rows 1.0-1.08x faster (q1.5b.gate 8 rows 879-936 -> 812-828); bench_gemm, Zen 5.
+    // rows 0.92-1.0 of the time (q1.5b.gate 8 rows 879-936 -> 812-828 us), within what one binary
+    // against itself showed at 8 and 10 rows (0.95-1.03, three passes); bench_gemm, Zen 5.
     rounded.build(x, rows, in);
     if (rows <= 2) return two_panel_rows(out, rounded, w, rows, in, out_dim, threads);
     if (rows <= kMaxTileRows)

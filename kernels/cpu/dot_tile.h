@@ -46,7 +46,6 @@ class RoundedX {
   // for_each_chunk(f) calls f(r0, n) for chunks of rows that cover [0, rows) in order.
   template <typename ForEachChunk>
   void build(const float* x, int rows, int in, ForEachChunk&& for_each_chunk) {
-    rows_ = rows;
     in_vec_ = in / kDotLanes * kDotLanes;
     tail_ = in - in_vec_;
     vectors_.resize(size_t(rows) * in_vec_ + 32);
@@ -84,14 +83,13 @@ class RoundedX {
   const uint16_t* vectors(int r) const { return aligned() + offset_[r]; }
   size_t step(int r) const { return step_[r]; }
   const float* tail(int r) const { return tails_.data() + size_t(r) * tail_; }
-  int rows() const { return rows_; }
 
  private:
   uint16_t* aligned() const {
     return reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(vectors_.data()) + 63) &
                                        ~uintptr_t(63));
   }
-  int rows_ = 0, in_vec_ = 0, tail_ = 0;
+  int in_vec_ = 0, tail_ = 0;
   mutable std::vector<uint16_t> vectors_;
   std::vector<float> tails_;
   std::vector<size_t> offset_, step_;  // per row: where its k-vectors start, and their stride

@@ -217,14 +217,11 @@ void k_blocked_walk(float* out, const RoundedX& x, const uint16_t* w, int rows, 
 }
 
 // The row tiles of the k-blocked walk of 3-40 rows, as k_blocked_walk takes them (the tuning read
-// once a call), and of more rows, as k_blocked_walk and RoundedX::build take them.
+// once a call).
 auto blocked_row_tiles() {
   return [threes = dot_tuning().eight_in_threes](int rows, const auto& f) {
     for_each_blocked_row_tile(rows, threes, f);
   };
-}
-void dot_row_tiles(int rows, const auto& f) {
-  for_each_dot_row_tile(rows, f);
 }
 
 void row_tiles_over_k_blocks(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
@@ -234,22 +231,17 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
                         int out_dim, int threads) {
   const int count = panels(out_dim);
   const DotTuning tuning = dot_tuning();
-  if (size_t(rows) * in * sizeof(uint16_t) <= tuning.x_fits_bytes) {
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int p = 0; p < count; ++p) {
-      const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
-      run_tile<1>(out, x, 0, rows, ref, in, out_dim, 0);  // the hardware prefetcher's stream
-    }
-    return;
-  }
-  if (const size_t ahead = tuning.wide_x_prefetch) {
-    // Zen 5: x whole from L2 beside a prefetched weight stream, 0.82-0.94 of the k-blocked
-    // walk's time. bench_gemm, 1 thread, Zen 5, two interleaved passes, 3 / 4 / 5 rows:
-    // q1.5b.down 922-933 / 947-967 / 963-986 -> 749-767 / 826-838 / 898-920 us, 1b.down
-    // 1125-1242 / 1121-1224 / 1156-1174 -> 918-926 / 998-1020 / 1103-1138, q0.5b.down 4 and 5
-    // rows 304 / 306-321 -> 261-266 / 290-291 (one row: 197-201). 16 and 64 KiB ahead were level
-    // with 32 within noise; the hardware prefetcher alone (no software prefetch) was 1.0-1.15x
-    // slower than the blocked walk at 5 rows.
+  const bool fits = size_t(rows) * in * sizeof(uint16_t) <= tuning.x_fits_bytes;
+  // x whole: from L1 on the hardware prefetcher's stream (no software prefetch) while it fits;
+  // wider, on Zen 5, from L2 beside weights prefetched wide_x_prefetch ahead, 0.82-0.94 of the
+  // k-blocked walk's time. bench_gemm, 1 thread, Zen 5, two interleaved passes, 3 / 4 / 5 rows:
+  // q1.5b.down 922-933 / 947-967 / 963-986 -> 749-767 / 826-838 / 898-920 us, 1b.down
+  // 1125-1242 / 1121-1224 / 1156-1174 -> 918-926 / 998-1020 / 1103-1138, q0.5b.down 4 and 5
+  // rows 304 / 306-321 -> 261-266 / 290-291 (one row: 197-201). 16 and 64 KiB ahead were level
+  // with 32 within noise; the hardware prefetcher alone (no software prefetch) was 1.0-1.15x
+  // slower than the blocked walk at 5 rows.
+  if (fits || tuning.wide_x_prefetch > 0) {
+    const size_t ahead = fits ? 0 : tuning.wide_x_prefetch;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int p = 0; p < count; ++p) {
       const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
@@ -378,7 +370,7 @@ bool many_rows_walk_k_blocks(int rows, int in) {
 void many_rows_over_k_blocks(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
                              int out_dim, int threads) {
   k_blocked_walk(out, x, w, rows, in, out_dim, threads, dot_tuning().many_rows_k_block,
-                 kManyRowsGroupPanels, [](int n, const auto& f) { dot_row_tiles(n, f); });
+                 kManyRowsGroupPanels, [](int n, const auto& f) { for_each_dot_row_tile(n, f); });
 }
 
 }  // namespace
@@ -404,7 +396,7 @@ void matmul_bf16_dot(float* out, const float* x, const uint16_t* w, int rows, in
   // thread, Zen 5, two interleaved passes, against one chunk: 80 rows 1b.gate 9252-9428 ->
   // 6203-6413 us, 1b.qo 2358-2380 -> 1506-1525, q1.5b.gate 5741-5825 -> 4720-4796; 128 rows
   // 1b.gate 15685-15848 -> 10576-10608, q1.5b.qo 2279-2306 -> 1456-1465.
-  rounded.build(x, rows, in, [rows](const auto& chunk) { dot_row_tiles(rows, chunk); });
+  rounded.build(x, rows, in, [rows](const auto& chunk) { for_each_dot_row_tile(rows, chunk); });
   if (many_rows_walk_k_blocks(rows, in))
     return many_rows_over_k_blocks(out, rounded, w, rows, in, out_dim, threads);
   row_tiles_over_groups(out, rounded, w, rows, in, out_dim, threads);

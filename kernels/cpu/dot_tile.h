@@ -104,8 +104,9 @@ struct PanelRef {
 // R rows of x (from row r0) against P panels side by side. P = 2 for one or two rows: two weight
 // streams in flight where one row's dot products leave the core waiting on one (as the fp32
 // GEMM's two_panel_rows). prefetch_ahead: how far ahead of its reads the tile asks for the weight
-// stream (kOneRowPrefetchAhead for one row); 0 for none (one row in the last, lone panel, and
-// 3-5 rows with x whole, whose one sequential stream the hardware prefetcher follows).
+// stream (kOneRowPrefetchAhead for one row), with the Prefetch hint; 0 for none (one row in the
+// last, lone panel, and on Zen 4 3-5 rows with x whole, whose one sequential stream the hardware
+// prefetcher follows).
 //
 // Blocked (one panel, see KBlock): the k-vectors [block.k0, block.k1) only, from the accumulators
 // block.saved holds unless k0 is 0, saving them there unless k1 ends the vector part. Storing an
@@ -138,8 +139,13 @@ template <int R, int P, bool Blocked>
                            : simd::load_vec(block.saved + (r * kPanel + j) * simd::kLanes);
 }
 
+// How a tile asks for the weights ahead of its reads: a plain prefetch (locality 1, prefetcht2),
+// or prefetchnta, with which, measured on Zen 5, the weight stream no longer evicts x from L1
+// (matmul_bf16_dot.cpp's one_tile_per_panel).
+enum class Prefetch { ToL2, NonTemporal };
+
 // The k-vectors [k0, k1): one weight load per column feeds every row's vdpbf16ps.
-template <int R, int P>
+template <int R, int P, Prefetch Hint>
 [[gnu::always_inline]] inline void multiply_k_vectors(TileAccumulators<R, P>& acc,
                                                       const RoundedX& x, int r0,
                                                       const PanelRef (&ref)[P], int k0, int k1,
@@ -158,7 +164,7 @@ template <int R, int P>
         if (R > 1 || P > 1)
           if (prefetch_ahead > 0)
             __builtin_prefetch(reinterpret_cast<const char*>(wp + j * kDotLanes) + prefetch_ahead,
-                               0, 1);
+                               0, Hint == Prefetch::NonTemporal ? 0 : 1);
         __m512i wv = _mm512_loadu_si512(wp + j * kDotLanes);  // panels of odd `in` are not aligned
         // Several rows: one load for all of them, not one folded into each vdpbf16ps.
         if constexpr (R > 1) asm("" : "+v"(wv));
@@ -198,7 +204,7 @@ template <int R>
   }
 }
 
-template <int R, int P, bool Blocked>
+template <int R, int P, bool Blocked, Prefetch Hint>
 inline void tile(float* out, const RoundedX& x, int r0, const PanelRef (&ref)[P], int in,
                  int out_dim, size_t prefetch_ahead, KBlock block) {
   static_assert(!Blocked || P == 1);
@@ -206,7 +212,7 @@ inline void tile(float* out, const RoundedX& x, int r0, const PanelRef (&ref)[P]
   if constexpr (!Blocked) block.k0 = 0, block.k1 = in_vec;
   TileAccumulators<R, P> acc;
   start_accumulators<R, P, Blocked>(acc, block);
-  multiply_k_vectors<R, P>(acc, x, r0, ref, block.k0, block.k1, prefetch_ahead);
+  multiply_k_vectors<R, P, Hint>(acc, x, r0, ref, block.k0, block.k1, prefetch_ahead);
   if (Blocked && block.k1 < in_vec) {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
@@ -223,22 +229,25 @@ PanelRef panel_ref(const uint16_t* w, int p, int in, int out_dim) {
   return {w + size_t(p) * kPanel * in, p * kPanel, std::min(kPanel, out_dim - p * kPanel)};
 }
 
-template <int P, bool Blocked = false>
+template <int P, bool Blocked = false, Prefetch Hint = Prefetch::ToL2>
 void run_tile(float* out, const RoundedX& x, int r0, int tile_rows, const PanelRef (&ref)[P],
               int in, int out_dim, size_t ahead, KBlock block = {}) {
   switch (tile_rows) {
     case 1:
-      return tile<1, P, Blocked>(out, x, r0, ref, in, out_dim, ahead, block);
+      return tile<1, P, Blocked, Hint>(out, x, r0, ref, in, out_dim, ahead, block);
     case 2:
-      return tile<2, P, Blocked>(out, x, r0, ref, in, out_dim, ahead, block);
+      return tile<2, P, Blocked, Hint>(out, x, r0, ref, in, out_dim, ahead, block);
     case 3:
-      if constexpr (P == 1) return tile<3, 1, Blocked>(out, x, r0, ref, in, out_dim, ahead, block);
+      if constexpr (P == 1)
+        return tile<3, 1, Blocked, Hint>(out, x, r0, ref, in, out_dim, ahead, block);
       break;
     case 4:
-      if constexpr (P == 1) return tile<4, 1, Blocked>(out, x, r0, ref, in, out_dim, ahead, block);
+      if constexpr (P == 1)
+        return tile<4, 1, Blocked, Hint>(out, x, r0, ref, in, out_dim, ahead, block);
       break;
     case 5:
-      if constexpr (P == 1) return tile<5, 1, Blocked>(out, x, r0, ref, in, out_dim, ahead, block);
+      if constexpr (P == 1)
+        return tile<5, 1, Blocked, Hint>(out, x, r0, ref, in, out_dim, ahead, block);
       break;
   }
   // Unreachable: every caller splits rows into tiles of 1 to 5 (a throw here, inside an OpenMP

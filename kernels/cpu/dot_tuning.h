@@ -17,9 +17,11 @@ struct DotTuning {
   size_t x_fits_bytes;   // 3-5 rows keep x whole up to this
   int blocked_max_rows;  // the most rows the k-blocked walk takes (row_tiles_over_k_blocks)
   bool eight_in_threes;  // 8 rows of the k-blocked walk as 3 + 3 + 2, not 4 + 4
-  // 3-5 rows of x past x_fits_bytes: 0 walks k-blocks; else one tile a panel over the whole x
-  // (from L2), prefetching the weights this many bytes ahead
-  size_t wide_x_prefetch;
+  // The weights prefetched with prefetchnta (Zen 5): 3-5 rows keep x whole at any width (from L1,
+  // or past x_fits_bytes from L2), and the group walk of up to 10 rows prefetches so too. Else
+  // (Zen 4, not measured with it) plain prefetches, 3-5 rows of x past x_fits_bytes walk
+  // k-blocks, and x that fits is left to the hardware prefetcher.
+  bool nta_prefetch;
   // More rows than blocked_max_rows of x 4096 or more wide: 0 keeps the group walk; else k in
   // blocks of this many elements (many_rows_over_k_blocks; measured on Zen 5 only)
   int many_rows_k_block;

@@ -43,6 +43,7 @@ using dot_tile::KBlock;
 using dot_tile::kMaxTileRows;
 using dot_tile::panel_ref;
 using dot_tile::PanelRef;
+using dot_tile::Prefetch;
 using dot_tile::RoundedX;
 using dot_tile::run_tile;
 using packed_layout::kDotLanes;
@@ -54,6 +55,16 @@ using packed_layout::panels;
 // wider x, 256 KiB of weights, which stay in L2 while every row tile walks them with its own rows
 // of x.
 constexpr size_t kGroupBytes = 256 * 1024;
+
+// How the multi-row walks prefetch their weights on this core (DotTuning::nta_prefetch).
+Prefetch tuned_prefetch() {
+  return dot_tuning().nta_prefetch ? Prefetch::NonTemporal : Prefetch::ToL2;
+}
+
+// 3-5 rows with x whole, on Zen 5 (one_tile_per_panel): the weights prefetched this far ahead
+// with prefetchnta. 6-8 KiB ran fastest: 4 KiB 1.1x slower, 12-16 KiB 1.1-1.15x (a stand-alone
+// copy of the tile, 5 rows of 1b.gate, 1.5b.gate and 124m.head, 1 thread, 15 interleaved passes).
+constexpr size_t kWholeXNtaAhead = 8 * 1024;
 
 // One row's software prefetch distance, ahead of each weight read. One row left to the hardware
 // prefetcher (as the fp32 GEMM's one row is) ran llama-124m's bf16 decode step 1.10-1.16x slower
@@ -129,9 +140,9 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
 // KiB) and of 2048 (20 KiB), blocked as 3 + 2 on Zen 4, ran 1.1-1.2x faster whole. bench_gemm, 1
 // thread, Zen 5, two interleaved passes: 12 against 20 and 24 KiB, q1.5b.gate 890-938 -> 732-742
 // us (one row: 598), q1.5b.qo 157-177 -> 129-131; 18 against 24 and 32 KiB, 1b.gate 1149-1225
-// -> 1039-1048 (32: 1027-1039), 1b.qo 284-303 -> 256-267, 124m.down 109 -> 97-98. A software
+// -> 1039-1048 (32: 1027-1039), 1b.qo 284-303 -> 256-267, 124m.down 109 -> 97-98. A plain software
 // prefetch 1-32 KiB ahead of these tiles was level there within noise (3-5 rows of q1.5b.gate
-// and .qo, two passes).
+// and .qo, two passes); prefetchnta 8 KiB ahead was not (one_tile_per_panel).
 constexpr size_t kXBlockBytes = 8 * 1024;
 constexpr int kGroupPanels = 32;
 
@@ -232,20 +243,32 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
   const int count = panels(out_dim);
   const DotTuning tuning = dot_tuning();
   const bool fits = size_t(rows) * in * sizeof(uint16_t) <= tuning.x_fits_bytes;
-  // x whole: from L1 on the hardware prefetcher's stream (no software prefetch) while it fits;
-  // wider, on Zen 5, from L2 beside weights prefetched wide_x_prefetch ahead, 0.82-0.94 of the
-  // k-blocked walk's time. bench_gemm, 1 thread, Zen 5, two interleaved passes, 3 / 4 / 5 rows:
-  // q1.5b.down 922-933 / 947-967 / 963-986 -> 749-767 / 826-838 / 898-920 us, 1b.down
-  // 1125-1242 / 1121-1224 / 1156-1174 -> 918-926 / 998-1020 / 1103-1138, q0.5b.down 4 and 5
-  // rows 304 / 306-321 -> 261-266 / 290-291 (one row: 197-201). 16 and 64 KiB ahead were level
-  // with 32 within noise; the hardware prefetcher alone (no software prefetch) was 1.0-1.15x
-  // slower than the blocked walk at 5 rows.
-  if (fits || tuning.wide_x_prefetch > 0) {
-    const size_t ahead = fits ? 0 : tuning.wide_x_prefetch;
+  // On Zen 5, x whole for every call, its weights prefetched 8 KiB ahead with prefetchnta: from
+  // L1 while x fits there, from L2 past it. A plain prefetch (or none, the hardware prefetcher's
+  // stream) let the weight stream evict x from L1: 5 rows of x held in one 64-byte k-vector ran as
+  // fast as one row, of 20 KiB of x 1.36x slower (a stand-alone copy of the tile, 1b.gate). With
+  // prefetchnta, bench_gemm, 1 thread, Zen 5, two interleaved passes, against 45f74d0 (x that fits
+  // on the hardware prefetcher, wider x prefetched 32 KiB ahead plainly): 5 rows 1b.gate 993-1006
+  // -> 830-868 us (one row 715-767), 1b.qo 249-255 -> 208-217, q1.5b.gate 728-737 -> 676-707,
+  // 124m.head 1336-1395 -> 1107-1113 (one row 1091-1144), q0.5b.gate 240-248 -> 196-200; x from
+  // L2: 1b.down 1072-1090 -> 1001-1006, q1.5b.down 893-926 -> 824-835; 3 and 4 rows 0.78-0.97 of
+  // the time over 11 shapes; one and two rows (two_panel_rows) were level with prefetchnta. Earlier
+  // (45f74d0): wider x prefetched plainly ran 0.82-0.94 of the k-blocked walk's time, 3-5 rows of
+  // q1.5b.down, 1b.down and q0.5b.down. Zen 4 keeps the hardware prefetcher and the k-blocked walk
+  // (not measured with prefetchnta).
+  if (tuning.nta_prefetch) {
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int p = 0; p < count; ++p) {
       const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
-      run_tile<1>(out, x, 0, rows, ref, in, out_dim, ahead);
+      run_tile<1, false, Prefetch::NonTemporal>(out, x, 0, rows, ref, in, out_dim, kWholeXNtaAhead);
+    }
+    return;
+  }
+  if (fits) {
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int p = 0; p < count; ++p) {
+      const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
+      run_tile<1>(out, x, 0, rows, ref, in, out_dim, 0);
     }
     return;
   }
@@ -273,6 +296,13 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
 // once per group. Leaving the first tile's stream to the hardware prefetcher, as the 3-5-row
 // tiles with x whole do, was 1.5-2x slower, with one-panel groups or groups of 16-256 KiB
 // (q1.5b.gate 8 rows 2232-2537 against 1229-1298 us, q1.5b.qo 386-483 against 208-231).
+//
+// Up to 10 rows (two tiles) prefetch with prefetchnta on Zen 5 (tuned_prefetch): 8 and 10 rows of
+// 768- and 896-wide x ran 0.81-0.94 of 45f74d0's time (124m.qo 8 rows 39-42 -> 32-33 us,
+// q0.5b.gate 277-280 -> 250-254, 124m.head 1673-1753 -> 1457-1470; bench_gemm, 1 thread, two
+// interleaved passes). In a build that chose the hint per call, 16 rows ran level to 1.05x slower
+// with it and 80 and 128 rows of 1b.gate and 1b.qo 1.05-1.06x slower, so more rows keep the plain
+// prefetch.
 void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
                            int out_dim, int threads) {
   const int count = panels(out_dim);
@@ -280,6 +310,7 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
   const bool wide_x = size_t(rows) * in * sizeof(uint16_t) > dot_tuning().one_panel_x_bytes;
   const int group = wide_x ? std::max<int>(1, int(kGroupBytes / panel_bytes)) : 1;
   const int groups = (count + group - 1) / group;
+  const Prefetch hint = rows <= 2 * kMaxTileRows ? tuned_prefetch() : Prefetch::ToL2;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
   for (int g = 0; g < groups; ++g) {
     const int first = g * group, last = std::min(count, first + group);
@@ -288,7 +319,10 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
       const size_t ahead = r0 == 0 ? simd::kPrefetchAhead : group_bytes;
       for (int p = first; p < last; ++p) {
         const PanelRef ref[1] = {panel_ref(w, p, in, out_dim)};
-        run_tile<1>(out, x, r0, tile_rows, ref, in, out_dim, ahead);
+        if (hint == Prefetch::NonTemporal)
+          run_tile<1, false, Prefetch::NonTemporal>(out, x, r0, tile_rows, ref, in, out_dim, ahead);
+        else
+          run_tile<1>(out, x, r0, tile_rows, ref, in, out_dim, ahead);
       }
     };
     for_each_dot_row_tile(rows, tile_over_group);
@@ -326,6 +360,13 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
 // 11102-11596 us: blocks of 3 k-vectors), so 80 stay in groups. (One earlier run had q0.5b.down's
 // 16 rows slower blocked, 640-654 -> 739-758 us; three later ones did not.) 896-wide x (q0.5b.qo,
 // .gate) fits L1 beside its panel and keeps the groups (kTileFitsBytes), 1.6-1.8x faster there.
+//
+// Not with prefetchnta, yet: 8 and 10 rows ran 0.82-0.95 of the time with it (bench_gemm, Zen 5,
+// 1b.*, q1.5b.*, q0.5b.down; 8 rows of 1b.gate 1080-1087 -> 891-983 us), but in that build 16 and
+// 32 rows, whose tiles kept the plain prefetch, ran 1.13-1.48x slower than 45f74d0 (1b.gate 16
+// rows 1432-1440 -> 1718-1735 us; GCC compiled their tiles differently there, with the
+// accumulators stored to the stack at every block's end). Not retried since the file's code is
+// 64-byte aligned (kernels/CMakeLists.txt).
 constexpr size_t kTileFitsBytes = 24 * 1024;  // a tile's x and its panel, beside the stream
 constexpr size_t kCallXBlockBytes = 16 * 1024;
 

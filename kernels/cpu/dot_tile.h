@@ -142,7 +142,7 @@ template <int R, int P, bool Blocked>
 // How a tile asks for the weights ahead of its reads: a plain prefetch (locality 1, prefetcht2),
 // or prefetchnta, with which, measured on Zen 5, the weight stream no longer evicts x from L1
 // (matmul_bf16_dot.cpp's one_tile_per_panel).
-enum class Prefetch { ToL2, NonTemporal };
+enum class Prefetch { Plain, NonTemporal };
 
 // The k-vectors [k0, k1): one weight load per column feeds every row's vdpbf16ps.
 template <int R, int P, Prefetch Hint>
@@ -229,7 +229,7 @@ PanelRef panel_ref(const uint16_t* w, int p, int in, int out_dim) {
   return {w + size_t(p) * kPanel * in, p * kPanel, std::min(kPanel, out_dim - p * kPanel)};
 }
 
-template <int P, bool Blocked = false, Prefetch Hint = Prefetch::ToL2>
+template <int P, bool Blocked = false, Prefetch Hint = Prefetch::Plain>
 void run_tile(float* out, const RoundedX& x, int r0, int tile_rows, const PanelRef (&ref)[P],
               int in, int out_dim, size_t ahead, KBlock block = {}) {
   switch (tile_rows) {

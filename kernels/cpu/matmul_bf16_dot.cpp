@@ -58,7 +58,7 @@ constexpr size_t kGroupBytes = 256 * 1024;
 
 // How the multi-row walks prefetch their weights on this core (DotTuning::nta_prefetch).
 Prefetch tuned_prefetch() {
-  return dot_tuning().nta_prefetch ? Prefetch::NonTemporal : Prefetch::ToL2;
+  return dot_tuning().nta_prefetch ? Prefetch::NonTemporal : Prefetch::Plain;
 }
 
 // 3-5 rows with x whole, on Zen 5 (one_tile_per_panel): the weights prefetched this far ahead
@@ -310,7 +310,7 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
   const bool wide_x = size_t(rows) * in * sizeof(uint16_t) > dot_tuning().one_panel_x_bytes;
   const int group = wide_x ? std::max<int>(1, int(kGroupBytes / panel_bytes)) : 1;
   const int groups = (count + group - 1) / group;
-  const Prefetch hint = rows <= 2 * kMaxTileRows ? tuned_prefetch() : Prefetch::ToL2;
+  const Prefetch hint = rows <= 2 * kMaxTileRows ? tuned_prefetch() : Prefetch::Plain;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
   for (int g = 0; g < groups; ++g) {
     const int first = g * group, last = std::min(count, first + group);

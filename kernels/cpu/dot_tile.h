@@ -179,12 +179,17 @@ template <int R, int P, Prefetch Hint>
 // One panel's sums: its lanes reduced, the k tail added in fp32 FMAs, then every column
 // finished before `columns` of them are written (a run-time index into acc makes GCC keep acc
 // on the stack: packed_tile.h's panel_tile).
-template <int R>
+template <int R, bool Blocked>
 [[gnu::always_inline]] inline void write_panel(float* out, const vec (&acc)[R][kPanel],
                                                const RoundedX& x, int r0, const PanelRef& ref,
                                                int in_vec, int tail, int out_dim) {
   float sums[R][kPanel];
-  simd::reduce_vecs(acc, sums);
+  // A blocked tile with reduce_vecs out of line (GCC's choice once the file held more tiles) kept
+  // its accumulators on the stack at every block's end: forced inline there.
+  if constexpr (Blocked)
+    simd::reduce_vecs_inlined(acc, sums);
+  else
+    simd::reduce_vecs(acc, sums);
   const uint16_t* tail_part = ref.panel + size_t(kPanel) * in_vec;
   if (tail > 0)
     for (int r = 0; r < R; ++r)
@@ -222,7 +227,8 @@ inline void tile(float* out, const RoundedX& x, int r0, const PanelRef (&ref)[P]
     return;
   }
 #pragma GCC unroll 2
-  for (int h = 0; h < P; ++h) write_panel<R>(out, acc[h], x, r0, ref[h], in_vec, tail, out_dim);
+  for (int h = 0; h < P; ++h)
+    write_panel<R, Blocked>(out, acc[h], x, r0, ref[h], in_vec, tail, out_dim);
 }
 
 PanelRef panel_ref(const uint16_t* w, int p, int in, int out_dim) {

@@ -18,7 +18,7 @@ struct DotTuning {
   int blocked_max_rows;  // the most rows the k-blocked walk takes (row_tiles_over_k_blocks)
   bool eight_in_threes;  // 8 rows of the k-blocked walk as 3 + 3 + 2, not 4 + 4
   // The weights prefetched with prefetchnta (Zen 5): 3-5 rows keep x whole at any width (from L1,
-  // or past x_fits_bytes from L2), and the group walk of up to 10 rows prefetches so too. Else
+  // or past x_fits_bytes from L2), and the walks of 6-10 rows prefetch so too. Else
   // (Zen 4, not measured with it) plain prefetches, 3-5 rows of x past x_fits_bytes walk
   // k-blocks, and x that fits is left to the hardware prefetcher.
   bool nta_prefetch;

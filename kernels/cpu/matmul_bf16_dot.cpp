@@ -196,7 +196,7 @@ void for_each_blocked_row_tile(int rows, bool eight_in_threes, F&& f) {
 // (for_each_tile(rows, f)) taking the panel's block in turn, its accumulators waiting in a
 // per-thread scratch between blocks. Every tile asks for the weights two panels on, where the
 // block's slice of the panel after next lies: what the tile reads next.
-template <typename ForEachTile>
+template <typename ForEachTile, Prefetch Hint = Prefetch::Plain>
 void k_blocked_walk(float* out, const RoundedX& x, const uint16_t* w, int rows, int in, int out_dim,
                     int threads, int block, int group_panels, ForEachTile&& for_each_tile) {
   const int count = panels(out_dim), in_vec = in / kDotLanes * kDotLanes;
@@ -219,7 +219,7 @@ void k_blocked_walk(float* out, const RoundedX& x, const uint16_t* w, int rows, 
           float* panel_saved = saved + size_t(p - first) * saved_per_panel;
           for_each_tile(rows, [&](int r0, int tile_rows) {
             const KBlock b{k0, k1, panel_saved + size_t(r0) * saved_per_row};
-            run_tile<1, true>(out, x, r0, tile_rows, ref, in, out_dim, ahead, b);
+            run_tile<1, true, Hint>(out, x, r0, tile_rows, ref, in, out_dim, ahead, b);
           });
         }
       }
@@ -361,12 +361,13 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
 // 16 rows slower blocked, 640-654 -> 739-758 us; three later ones did not.) 896-wide x (q0.5b.qo,
 // .gate) fits L1 beside its panel and keeps the groups (kTileFitsBytes), 1.6-1.8x faster there.
 //
-// Not with prefetchnta, yet: 8 and 10 rows ran 0.82-0.95 of the time with it (bench_gemm, Zen 5,
-// 1b.*, q1.5b.*, q0.5b.down; 8 rows of 1b.gate 1080-1087 -> 891-983 us), but in that build 16 and
-// 32 rows, whose tiles kept the plain prefetch, ran 1.13-1.48x slower than 45f74d0 (1b.gate 16
-// rows 1432-1440 -> 1718-1735 us; GCC compiled their tiles differently there, with the
-// accumulators stored to the stack at every block's end). Not retried since the file's code is
-// 64-byte aligned (kernels/CMakeLists.txt).
+// Up to 10 rows prefetch with prefetchnta on Zen 5 (tuned_prefetch). bench_gemm, 1 thread, two
+// interleaved passes against 288abe9: 8 rows 0.80-0.89 of the time (1b.gate 1146-1184 ->
+// 980-981 us, q1.5b.down 978-1055 -> 809-838, q0.5b.down 301-308 -> 257-266), 10 rows 0.89-0.95;
+// 1-5 and 16-80 rows 0.93-1.04 over 23 shapes. A first try had 16 and 32 rows (their tiles keep
+// the plain prefetch) 1.13-1.48x slower: with the prefetchnta tiles in the build, GCC called
+// simd::reduce_vecs out of line from the blocked tiles, whose accumulators then went through the
+// stack at every block's end; write_panel now forces it inline there.
 constexpr size_t kTileFitsBytes = 24 * 1024;  // a tile's x and its panel, beside the stream
 constexpr size_t kCallXBlockBytes = 16 * 1024;
 
@@ -384,8 +385,11 @@ void row_tiles_over_k_blocks(float* out, const RoundedX& x, const uint16_t* w, i
   const int vectors = in / kDotLanes;  // >= 2 (walks_k_blocks; 5 rows: x past x_fits_bytes)
   const int per_block = std::max(1, int(kCallXBlockBytes / sizeof(uint16_t) / kDotLanes / rows));
   const int blocks = (vectors + per_block - 1) / per_block;
-  k_blocked_walk(out, x, w, rows, in, out_dim, threads, (vectors + blocks - 1) / blocks * kDotLanes,
-                 kGroupPanels, blocked_row_tiles());
+  const int block = (vectors + blocks - 1) / blocks * kDotLanes;
+  if (rows <= 2 * kMaxTileRows && tuned_prefetch() == Prefetch::NonTemporal)
+    return k_blocked_walk<decltype(blocked_row_tiles()), Prefetch::NonTemporal>(
+        out, x, w, rows, in, out_dim, threads, block, kGroupPanels, blocked_row_tiles());
+  k_blocked_walk(out, x, w, rows, in, out_dim, threads, block, kGroupPanels, blocked_row_tiles());
 }
 
 // More rows than the k-blocked walk of 6-40 rows takes, of x at least kWideRowElements wide

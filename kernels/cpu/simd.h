@@ -188,9 +188,11 @@ inline vec add_selected_lanes(vec a, vec b) {
 // step adds, for all of them at once, the same two partial sums that reduce_vec adds for one
 // (halves, then quarters, then pairs, then the last two), so the bits are reduce_vec's; it takes
 // 3 instructions per accumulator where reduce_vec takes 9, which a tile of 25 accumulators over a
-// 768-wide panel pays once per 48 k-steps.
+// 768-wide panel pays once per 48 k-steps. reduce_vecs_inlined is the same, forced inline where
+// the caller must keep its accumulators in registers (dot_tile.h's blocked tiles).
 template <int R, int J>
-inline void reduce_vecs(const vec (&acc)[R][J], float (&sums)[R][J]) {
+[[gnu::always_inline]] inline void reduce_vecs_inlined(const vec (&acc)[R][J],
+                                                       float (&sums)[R][J]) {
 #if defined(__AVX512F__)
   constexpr int N = R * J;
 #pragma GCC unroll 4
@@ -227,6 +229,11 @@ inline void reduce_vecs(const vec (&acc)[R][J], float (&sums)[R][J]) {
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < J; ++j) sums[r][j] = reduce_vec(acc[r][j]);
 #endif
+}
+
+template <int R, int J>
+inline void reduce_vecs(const vec (&acc)[R][J], float (&sums)[R][J]) {
+  reduce_vecs_inlined(acc, sums);
 }
 
 // One output element from its accumulator: the lanes in the fixed tree, then the `tail` values

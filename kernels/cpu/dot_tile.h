@@ -144,8 +144,12 @@ template <int R, int P, bool Blocked>
 // (matmul_bf16_dot.cpp's one_tile_per_panel).
 enum class Prefetch { Plain, NonTemporal };
 
-// The k-vectors [k0, k1): one weight load per column feeds every row's vdpbf16ps.
-template <int R, int P, Prefetch Hint>
+// The k-vectors [k0, k1): one weight load per column feeds every row's vdpbf16ps. A tile of one
+// row and one panel prefetches only when blocked: the one-row tile of a blocked 2 + 1
+// (matmul_bf16_dot.cpp's for_each_blocked_row_tile), where every tile asks for each weight line
+// because one tile asking alone was the slow one. Unblocked it is two_panel_rows' lone last
+// panel, which asks for nothing.
+template <int R, int P, bool Blocked, Prefetch Hint>
 [[gnu::always_inline]] inline void multiply_k_vectors(TileAccumulators<R, P>& acc,
                                                       const RoundedX& x, int r0,
                                                       const PanelRef (&ref)[P], int k0, int k1,
@@ -161,7 +165,7 @@ template <int R, int P, Prefetch Hint>
       const uint16_t* wp = ref[h].panel + size_t(k) * kPanel;
 #pragma GCC unroll 16
       for (int j = 0; j < kPanel; ++j) {
-        if (R > 1 || P > 1)
+        if (R > 1 || P > 1 || Blocked)
           if (prefetch_ahead > 0)
             __builtin_prefetch(reinterpret_cast<const char*>(wp + j * kDotLanes) + prefetch_ahead,
                                0, Hint == Prefetch::NonTemporal ? 0 : 1);
@@ -217,7 +221,7 @@ inline void tile(float* out, const RoundedX& x, int r0, const PanelRef (&ref)[P]
   if constexpr (!Blocked) block.k0 = 0, block.k1 = in_vec;
   TileAccumulators<R, P> acc;
   start_accumulators<R, P, Blocked>(acc, block);
-  multiply_k_vectors<R, P, Hint>(acc, x, r0, ref, block.k0, block.k1, prefetch_ahead);
+  multiply_k_vectors<R, P, Blocked, Hint>(acc, x, r0, ref, block.k0, block.k1, prefetch_ahead);
   if (Blocked && block.k1 < in_vec) {
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)

@@ -100,21 +100,22 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
 }
 
 // Three to five rows: one tile per panel. The tile reads its rows of x once per panel, from L1
-// while they fit there beside the weight stream (dot_tuning.h's x_fits_bytes, below). Wider x of 3
-// or 4 rows (4 rows of a 8960-wide down_proj are 70 KB) walks k in blocks that fit (kXBlockBytes):
-// every panel of a group of kGroupPanels takes one block before the group moves on to the next, its
-// accumulators waiting in a scratch between blocks, as the fp32 GEMM does (matmul_packed.cpp).
-// Five rows of wide x take the 6-10-row walk instead (row_tiles_over_k_blocks, below).
+// while they fit there beside the weight stream (dot_tuning.h's x_fits_bytes, below). Wider x (4
+// rows of a 8960-wide down_proj are 70 KB) takes the 6-10-row walk, row_tiles_over_k_blocks
+// (below): k in blocks, every panel of a group of kGroupPanels taking one block before the group
+// moves on to the next, its accumulators waiting in a scratch between blocks, as the fp32 GEMM
+// does (matmul_packed.cpp); 3, 4 and 5 rows as tiles of 2 + 1, 2 + 2 and 3 + 2
+// (for_each_blocked_row_tile, where the measurements are).
 //
-// The blocks: 8 KiB, a quarter of Zen 4's 32 KiB L1D (measured below when five rows took them too,
-// before for_each_blocked_row_tile's 3 + 2). At 24 KiB unblocked and 16 KiB blocks, x
-// shared L1 with the weight stream and its prefetches (which evicting which was not measured), and
-// a 5-row call ran 1.3-1.9x a one-row call that reads the same weights. bench_gemm, 1 thread, Zen
-// 4, two interleaved passes, 5 rows: 1b.qo 744-806 -> 532-535 us, 1b.gate 2555-2781 -> 1868-2069,
-// 1b.down 2432-2487 -> 1960-2018, 124m.down 259-261 -> 182-187; 124m.gate (x of 7.5 KiB, never
-// blocked) level. Blocks of 4 KiB were slower again (124m.gate 229-236, 1b.down 2355-2407); 6 and
-// 10 KiB were level with 8 within noise. bench_decode llama-3.2-1b bf16, context 128, two
-// interleaved pairs: 5 rows 169-172 -> 126-128 ms, 3 rows 148-152 -> 133-137, 1 row level.
+// Before 3 + 2, all of them took one tile in blocks of 8 KiB, a quarter of Zen 4's 32 KiB L1D. At
+// 24 KiB unblocked and 16 KiB blocks, x shared L1 with the weight stream and its prefetches (which
+// evicting which was not measured), and a 5-row call ran 1.3-1.9x a one-row call that reads the
+// same weights. bench_gemm, 1 thread, Zen 4, two interleaved passes, 5 rows: 1b.qo 744-806 ->
+// 532-535 us, 1b.gate 2555-2781 -> 1868-2069, 1b.down 2432-2487 -> 1960-2018, 124m.down 259-261 ->
+// 182-187; 124m.gate (x of 7.5 KiB, never blocked) level. Blocks of 4 KiB were slower again
+// (124m.gate 229-236, 1b.down 2355-2407); 6 and 10 KiB were level with 8 within noise. bench_decode
+// llama-3.2-1b bf16, context 128, two interleaved pairs: 5 rows 169-172 -> 126-128 ms, 3 rows
+// 148-152 -> 133-137, 1 row level.
 //
 // x is kept whole up to 12 KiB on Zen 4 (x_fits_bytes), blocked past it. Whole, a tile reads its
 // panels front to back, one sequential stream, and leaves it to the hardware prefetcher: a software
@@ -143,7 +144,6 @@ void two_panel_rows(float* out, const RoundedX& x, const uint16_t* w, int rows, 
 // -> 1039-1048 (32: 1027-1039), 1b.qo 284-303 -> 256-267, 124m.down 109 -> 97-98. A plain software
 // prefetch 1-32 KiB ahead of these tiles was level there within noise (3-5 rows of q1.5b.gate
 // and .qo, two passes); prefetchnta 8 KiB ahead was not (one_tile_per_panel).
-constexpr size_t kXBlockBytes = 8 * 1024;
 constexpr int kGroupPanels = 32;
 
 // The row tiles of row_tiles_over_groups' calls of 6 or more rows: a multiple of five rows (a
@@ -168,9 +168,26 @@ void for_each_dot_row_tile(int rows, F&& f) {
 // 1469-1630 -> 1203-1266, 1b.qo 364-366 -> 276-302, 124m.down 138-143 -> 109-116. 3 + 2 in 8 KiB
 // blocks took about half of that gain, a tile of five in 16 KiB blocks none. 10 rows as 4 + 3 + 3
 // against 5 + 5: q1.5b.down 1561-1664 -> 1509-1538, q1.5b.gate, .qo and q0.5b.down level.
+//
+// Zen 4, 3 and 4 rows of wide x (SSD's verification at K = 2 and 3, the down_proj's; 1536-wide x
+// of 3-4 rows stays whole): one tile of 3 or 4 in 8 KiB blocks ran 1.5-1.9x one row's time, as
+// 2 + 1 and 2 + 2 in the walk's 16 KiB blocks 1.1-1.3x. The tile's block size was not the cause
+// (one tile of 3 or 4 in blocks of 16-51 k-vectors: all as slow), nor x whole from L2 beside a
+// 32 KiB prefetch (as slow); the number of tiles that ask for each weight line was: a second
+// prefetch of every line one panel on (a temporary patch) made one tile of 3 0.84-0.88 of the
+// time, and two tiles, each prefetching, 0.63-0.75. So the one-row tile of 2 + 1 prefetches too
+// (dot_tile.h). bench_gemm, 1 thread, Zen 4, three interleaved passes, one binary switched by an
+// environment variable, against one tile in 8 KiB blocks: 3 rows q1.5b.down 1610-1887 ->
+// 1191-1575 us (one row 973-1412 on a noisy host), 1b.down 1904-2057 -> 1191-1795; 4 rows
+// q1.5b.down 1439-1650 -> 1083-1298, 1b.gate 1611-1984 -> 1387-1665, 1b.qo 420-462 -> 315-365,
+// q0.5b.down 489-530 -> 312-354, 124m.down 164-180 -> 130-144. Zen 5 takes 3-5 rows whole
+// (one_tile_per_panel) and never this split.
 template <typename F>
 void for_each_blocked_row_tile(int rows, bool eight_in_threes, F&& f) {
-  if (rows == 5) {
+  if (rows == 3 || rows == 4) {
+    f(0, 2);
+    f(2, rows - 2);
+  } else if (rows == 5) {
     f(0, 3);
     f(3, 2);
   } else if (rows == 8 && eight_in_threes) {
@@ -186,7 +203,7 @@ void for_each_blocked_row_tile(int rows, bool eight_in_threes, F&& f) {
     f(4, 3);
     f(7, 3);
   } else {
-    for_each_row_tile<kMaxTileRows>(rows, f);  // 3-4 rows whole; 6-9 in tiles of 2-4
+    for_each_row_tile<kMaxTileRows>(rows, f);  // 6-9 rows in tiles of 2-4
   }
 }
 
@@ -273,11 +290,7 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
     return;
   }
   // x is wider than x_fits_bytes, so in has whole k-vectors to block.
-  if (rows == kMaxTileRows) return row_tiles_over_k_blocks(out, x, w, rows, in, out_dim, threads);
-  k_blocked_walk(
-      out, x, w, rows, in, out_dim, threads,
-      std::max(kDotLanes, int(kXBlockBytes / sizeof(uint16_t) / rows) / kDotLanes * kDotLanes),
-      kGroupPanels, blocked_row_tiles());
+  row_tiles_over_k_blocks(out, x, w, rows, in, out_dim, threads);
 }
 
 // Six rows and more (a batch's verification, SSD's branch rows, prefill; six to ten rows of wide x
@@ -329,8 +342,8 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
   }
 }
 
-// Six to ten rows with wide rows of x (q1.5b's down_proj, 8960 wide), and five rows of x wider than
-// x_fits_bytes: k_blocked_walk, as for one_tile_per_panel's wide x, every row tile of the call
+// Six to ten rows with wide rows of x (q1.5b's down_proj, 8960 wide), and three to five rows of x
+// wider than x_fits_bytes (one_tile_per_panel): k_blocked_walk, every row tile of the call
 // (for_each_blocked_row_tile) taking each panel's block in turn. A tile
 // of row_tiles_over_groups reads its rows of x whole from L2 beside a panel that does not fit L1
 // either (4 rows of down_proj's x are 70 KB, its panel 87.5 KB); here a block's x and weights stay
@@ -382,7 +395,7 @@ bool walks_k_blocks(int rows, int in) {
 
 void row_tiles_over_k_blocks(float* out, const RoundedX& x, const uint16_t* w, int rows, int in,
                              int out_dim, int threads) {
-  const int vectors = in / kDotLanes;  // >= 2 (walks_k_blocks; 5 rows: x past x_fits_bytes)
+  const int vectors = in / kDotLanes;  // >= 2 (walks_k_blocks; 3-5 rows: x past x_fits_bytes)
   const int per_block = std::max(1, int(kCallXBlockBytes / sizeof(uint16_t) / kDotLanes / rows));
   const int blocks = (vectors + per_block - 1) / per_block;
   const int block = (vectors + blocks - 1) / blocks * kDotLanes;

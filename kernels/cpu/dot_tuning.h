@@ -13,17 +13,25 @@ namespace ssd {
 // the bf16 peak 494 GFLOP/s against 235, the read rate 42 GB/s against 27). The L1D size the C
 // library reports picks the profile; where it reports none, Zen 4's. Neither changes a row's
 // bits (matmul_bf16_dot.cpp's batch invariance): only which rows and panels are taken together.
+//
+// Zen 5's choices, tried on a Zen 4 guest (bench_gemm, 1 thread, one binary with the profile's
+// fields switched by a temporary environment variable, two or three interleaved passes, 3-80 rows
+// of the q1.5b, q0.5b and 1b shapes): prefetchnta 1.6-2.3x slower at 5-10 rows (q1.5b.gate 8
+// rows 1281-1330 -> 2903-3221 us) and up to 1.75x at 3-4 (faster only at 3 rows of down_proj,
+// 0.88-0.94, which the 2 + 1 tiles beat); 8 rows as 3 + 3 + 2 level to 1.09x slower; the k-blocked
+// walk to 16 rows 1.03-1.15x slower at 16; the many-rows k-blocks and one-panel groups to 512 KiB
+// level (0.87-1.13, inside that noisy host's spread). Zen 4 keeps its own.
 struct DotTuning {
   size_t x_fits_bytes;   // 3-5 rows keep x whole up to this
   int blocked_max_rows;  // the most rows the k-blocked walk takes (row_tiles_over_k_blocks)
   bool eight_in_threes;  // 8 rows of the k-blocked walk as 3 + 3 + 2, not 4 + 4
   // The weights prefetched with prefetchnta (Zen 5): 3-5 rows keep x whole at any width (from L1,
-  // or past x_fits_bytes from L2), and the walks of 6-10 rows prefetch so too. Else
-  // (Zen 4, not measured with it) plain prefetches, 3-5 rows of x past x_fits_bytes walk
-  // k-blocks, and x that fits is left to the hardware prefetcher.
+  // or past x_fits_bytes from L2), and the walks of 6-10 rows prefetch so too. Else (Zen 4,
+  // where prefetchnta was the slow one, above) plain prefetches, 3-5 rows of x past x_fits_bytes
+  // walk k-blocks, and x that fits is left to the hardware prefetcher.
   bool nta_prefetch;
   // More rows than blocked_max_rows of x 4096 or more wide: 0 keeps the group walk; else k in
-  // blocks of this many elements (many_rows_over_k_blocks; measured on Zen 5 only)
+  // blocks of this many elements (many_rows_over_k_blocks; faster on Zen 5, level on Zen 4)
   int many_rows_k_block;
   // The group walk (row_tiles_over_groups) takes one panel at a time, every row tile reading
   // its x from L2, while the call's x is at most this; groups of panels past it. Zen 5, x in

@@ -194,7 +194,8 @@ void for_each_blocked_row_tile(int rows, bool eight_in_threes, F&& f) {
     // Zen 5: 4 + 4 ran 1.15-1.26x slower than 3 + 3 + 2 (also than 2 + 3 + 3, 3 + 2 + 3, 5 + 3
     // and 3 + 5, which were level with it), q1.5b.gate 1334-1369 -> 1057-1106 us, q1.5b.down
     // 1330-1344 -> 1135-1178, q1.5b.qo 233-240 -> 180-187 (three interleaved passes; again in
-    // a second run, six splits side by side). Zen 4 kept 4 + 4 (not measured against these).
+    // a second run, six splits side by side). Zen 4 keeps 4 + 4: 3 + 3 + 2 was level to 1.09x
+    // slower there (dot_tuning.h).
     f(0, 3);
     f(3, 3);
     f(6, 2);
@@ -271,8 +272,8 @@ void one_tile_per_panel(float* out, const RoundedX& x, const uint16_t* w, int ro
   // L2: 1b.down 1072-1090 -> 1001-1006, q1.5b.down 893-926 -> 824-835; 3 and 4 rows 0.78-0.97 of
   // the time over 11 shapes; one and two rows (two_panel_rows) were level with prefetchnta. Earlier
   // (45f74d0): wider x prefetched plainly ran 0.82-0.94 of the k-blocked walk's time, 3-5 rows of
-  // q1.5b.down, 1b.down and q0.5b.down. Zen 4 keeps the hardware prefetcher and the k-blocked walk
-  // (not measured with prefetchnta).
+  // q1.5b.down, 1b.down and q0.5b.down. Zen 4 keeps the hardware prefetcher and the k-blocked walk:
+  // prefetchnta there ran up to 1.75x slower at 3-4 rows and 1.65-2.1x at 5 (dot_tuning.h).
   if (tuning.nta_prefetch) {
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int p = 0; p < count; ++p) {

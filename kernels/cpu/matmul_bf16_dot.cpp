@@ -172,9 +172,9 @@ void for_each_dot_row_tile(int rows, F&& f) {
 // Zen 4, 3 and 4 rows of wide x (SSD's verification at K = 2 and 3, the down_proj's; 1536-wide x
 // of 3-4 rows stays whole): one tile of 3 or 4 in 8 KiB blocks ran 1.5-1.9x one row's time, as
 // 2 + 1 and 2 + 2 in the walk's 16 KiB blocks 1.1-1.3x. The tile's block size was not the cause
-// (one tile of 3 or 4 in blocks of 16-51 k-vectors: all as slow), nor x whole from L2 beside a
+// (one tile of 3 or 4 in blocks of 16-85 k-vectors: all as slow), nor x whole from L2 beside a
 // 32 KiB prefetch (as slow); the number of tiles that ask for each weight line was: a second
-// prefetch of every line one panel on (a temporary patch) made one tile of 3 0.84-0.88 of the
+// prefetch of every line one panel on (a temporary patch) made one tile of 3 0.79-0.88 of the
 // time, and two tiles, each prefetching, 0.63-0.75. So the one-row tile of 2 + 1 prefetches too
 // (dot_tile.h). bench_gemm, 1 thread, Zen 4, three interleaved passes, one binary switched by an
 // environment variable, against one tile in 8 KiB blocks: 3 rows q1.5b.down 1610-1887 ->

@@ -22,8 +22,9 @@
 // forward pass defaults to matmul_invariant.
 //
 // Threads: SSD_BENCH_THREADS (default 1), e.g. SSD_BENCH_THREADS=2 ./bench_gemm.
-// Compute: SSD_BENCH_COMPUTE=f32 (the fp32-FMA kernels and OpenBLAS), bf16 (dot_bf16) or both
-// (the default), as ssd-bench's --compute; without AVX512_BF16, bf16 has no kernel to time.
+// Compute: SSD_BENCH_COMPUTE=f32 (the fp32-FMA kernels and OpenBLAS), bf16 (dot_bf16), amx
+// (amx_bf16: AMX's TDPBF16PS on weights packed by pack_matrix_bf16_amx) or both (every kernel,
+// the default), as ssd-bench's --compute; without AVX512_BF16 or AMX, bf16 or amx has no kernel.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -66,6 +67,9 @@ void packed_bf16(float* y, const float* x, const void* w, int rows, int in, int 
 void dot_bf16(float* y, const float* x, const void* w, int rows, int in, int out, int t) {
   ssd::matmul_bf16_dot(y, x, static_cast<const uint16_t*>(w), rows, in, out, t);
 }
+void amx_bf16(float* y, const float* x, const void* w, int rows, int in, int out, int t) {
+  ssd::matmul_bf16_amx(y, x, static_cast<const uint16_t*>(w), rows, in, out, t);
+}
 void openblas_f32(float* y, const float* x, const void* w, int rows, int in, int out, int t) {
   ssd::matmul_openblas(y, x, static_cast<const float*>(w), rows, in, out, t);
 }
@@ -98,11 +102,12 @@ int bench_threads() {
   return threads > 0 ? threads : 1;
 }
 
-// SSD_BENCH_COMPUTE: "f32", "bf16" or "both" (the default); anything else is "".
+// SSD_BENCH_COMPUTE: "f32", "bf16", "amx" or "both" (every kernel, the default); anything else
+// is "".
 std::string bench_compute() {
   const char* env = std::getenv("SSD_BENCH_COMPUTE");
   const std::string value = env ? env : "both";
-  return value == "f32" || value == "bf16" || value == "both" ? value : "";
+  return value == "f32" || value == "bf16" || value == "amx" || value == "both" ? value : "";
 }
 
 template <typename Vector>
@@ -116,7 +121,7 @@ void fill(Vector& v, uint64_t seed) {
 
 // How a kernel wants its weights: row-major, packed as CpuBackend::upload_matrix packs them for
 // matmul_packed(_bf16), or packed for matmul_bf16_dot (bf16 only).
-enum class Layout { RowMajor, Packed, PackedDot };
+enum class Layout { RowMajor, Packed, PackedDot, PackedAmx };
 
 // Weight copies for one [out, in] shape, element size and layout, made once and shared by every
 // benchmark of the shape. bf16 copies hold the top halves of the fp32 values.
@@ -131,7 +136,9 @@ const WeightSet& weights_for(int in, int out, int element, Layout layout) {
   WeightSet& set = cache[{in, out, element, layout}];
   if (set.data.empty()) {
     const bool packed = layout != Layout::RowMajor;
-    const size_t count = packed ? ssd::packed_matrix_count(out, in) : size_t(in) * out;
+    const size_t count = layout == Layout::PackedAmx ? ssd::amx_packed_matrix_count(out, in)
+                         : packed                    ? ssd::packed_matrix_count(out, in)
+                                                     : size_t(in) * out;
     set.stride = (count * element + 63) / 64 * 64;
     set.copies = int(std::min<size_t>(64, ((size_t(128) << 20) + set.stride - 1) / set.stride));
     std::vector<float> values(size_t(in) * out);
@@ -143,6 +150,8 @@ const WeightSet& weights_for(int in, int out, int element, Layout layout) {
       ssd::pack_matrix(reinterpret_cast<float*>(one.data()), values.data(), out, in);
     else if (element == 4)
       std::memcpy(one.data(), values.data(), one.size());
+    else if (layout == Layout::PackedAmx)
+      ssd::pack_matrix_bf16_amx(reinterpret_cast<uint16_t*>(one.data()), halves.data(), out, in);
     else if (layout == Layout::PackedDot)
       ssd::pack_matrix_bf16_dot(reinterpret_cast<uint16_t*>(one.data()), halves.data(), out, in);
     else if (packed)
@@ -219,7 +228,7 @@ int main(int argc, char** argv) {
   const int threads = bench_threads();
   const std::string compute = bench_compute();
   if (compute.empty()) {
-    std::fprintf(stderr, "bench_gemm: SSD_BENCH_COMPUTE=%s: expected f32, bf16 or both\n",
+    std::fprintf(stderr, "bench_gemm: SSD_BENCH_COMPUTE=%s: expected f32, bf16, amx or both\n",
                  std::getenv("SSD_BENCH_COMPUTE"));
     return 1;
   }
@@ -227,11 +236,16 @@ int main(int argc, char** argv) {
   // with, on registers only.
   const double fma_peak = ssd::measure_host_fma(threads).gflops;
   const std::optional<ssd::HostPeakResult> dot_peak = ssd::measure_host_bf16_dot(threads);
+  const std::optional<ssd::HostPeakResult> amx_peak = ssd::measure_host_amx_bf16(threads);
   benchmark::AddCustomContext("fp32_fma_peak_gflops", std::to_string(fma_peak));
+  benchmark::AddCustomContext("amx_bf16_peak_gflops",
+                              amx_peak ? std::to_string(amx_peak->gflops) : "none");
   benchmark::AddCustomContext("bf16_dot_peak_gflops",
                               dot_peak ? std::to_string(dot_peak->gflops) : "none");
-  if (compute != "f32" && !dot_peak)
+  if ((compute == "bf16" || compute == "both") && !dot_peak)
     std::fprintf(stderr, "bench_gemm: this build or CPU has no AVX512_BF16: no dot_bf16\n");
+  if ((compute == "amx" || compute == "both") && !amx_peak)
+    std::fprintf(stderr, "bench_gemm: this build, CPU or OS has no AMX tiles: no amx_bf16\n");
   struct Shape {
     const char* name;
     int in, out;
@@ -255,22 +269,24 @@ int main(int argc, char** argv) {
     GemmFn fn;
     int element;
     Layout layout;
-    bool bf16_compute;
+    const std::optional<ssd::HostPeakResult>* bf16_peak;  // the kernel's, if bf16 x bf16
   };
   // packed_*: what the forward pass runs under --compute f32 (CpuBackend packs every projection
   // and untied head), dot_bf16 under --compute bf16; invariant_*: the same sums as packed_* on
   // row-major weights (a tied head, tests, the GPU's reference).
-  const Kernel kernels[] = {{"packed_f32", packed_f32, 4, Layout::Packed, false},
-                            {"packed_bf16", packed_bf16, 2, Layout::Packed, false},
-                            {"dot_bf16", dot_bf16, 2, Layout::PackedDot, true},
-                            {"invariant_f32", invariant_f32, 4, Layout::RowMajor, false},
-                            {"invariant_bf16", invariant_bf16, 2, Layout::RowMajor, false},
-                            {"openblas_f32", openblas_f32, 4, Layout::RowMajor, false}};
+  const Kernel kernels[] = {{"packed_f32", packed_f32, 4, Layout::Packed, nullptr},
+                            {"packed_bf16", packed_bf16, 2, Layout::Packed, nullptr},
+                            {"dot_bf16", dot_bf16, 2, Layout::PackedDot, &dot_peak},
+                            {"amx_bf16", amx_bf16, 2, Layout::PackedAmx, &amx_peak},
+                            {"invariant_f32", invariant_f32, 4, Layout::RowMajor, nullptr},
+                            {"invariant_bf16", invariant_bf16, 2, Layout::RowMajor, nullptr},
+                            {"openblas_f32", openblas_f32, 4, Layout::RowMajor, nullptr}};
   // Kernel-major order: after an OpenBLAS call its pthreads busy-wait for ~0.1 s, which would
   // slow an OpenMP kernel measured right after it when threads > 1.
   for (const Kernel& k : kernels) {
-    if (k.bf16_compute ? compute == "f32" || !dot_peak : compute == "bf16") continue;
-    const double peak = k.bf16_compute ? dot_peak->gflops : fma_peak;
+    const char* mode = k.bf16_peak == &amx_peak ? "amx" : k.bf16_peak ? "bf16" : "f32";
+    if ((compute != "both" && compute != mode) || (k.bf16_peak && !*k.bf16_peak)) continue;
+    const double peak = k.bf16_peak ? (*k.bf16_peak)->gflops : fma_peak;
     for (const Shape& s : shapes) {
       for (int rows : s.draft ? draft_rows : target_rows) {
         const std::string name = std::string(k.name) + "/" + s.name + "/" + std::to_string(s.in) +
@@ -283,7 +299,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  if (compute != "bf16")  // a finding about OpenBLAS, fp32
+  if (compute == "f32" || compute == "both")  // a finding about OpenBLAS, fp32
     for (int t : {1, 2})
       for (int rows : {4, 16}) {
         const std::string name =

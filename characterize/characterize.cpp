@@ -117,6 +117,7 @@ void measure_memory_phases(const CharacterizeConfig& c, Launch& launch, Characte
       report.host_read = measure_host_read(c.memory_bytes, c.threads);
       report.host_fma = measure_host_fma(c.threads);
       report.host_bf16_dot = measure_host_bf16_dot(c.threads);
+      report.host_amx_bf16 = measure_host_amx_bf16(c.threads);
     }
   });
 }
@@ -264,12 +265,16 @@ void conclude(CharacterizeReport& report, const Backend& backend,
 }  // namespace
 
 const HostPeakResult* compute_peak(const CharacterizeReport& report) {
-  const auto& peak = report.target_compute == "bf16" ? report.host_bf16_dot : report.host_fma;
+  const auto& peak = report.target_compute == "bf16"  ? report.host_bf16_dot
+                     : report.target_compute == "amx" ? report.host_amx_bf16
+                                                      : report.host_fma;
   return peak ? &*peak : nullptr;
 }
 
 const char* compute_peak_name(const CharacterizeReport& report) {
-  return report.target_compute == "bf16" ? "bf16 dot-product" : "fp32 FMA";
+  return report.target_compute == "bf16"  ? "bf16 dot-product"
+         : report.target_compute == "amx" ? "bf16 AMX tile"
+                                          : "fp32 FMA";
 }
 
 double target_step_bound_ms(const CharacterizeReport& report, int rows) {

@@ -11,6 +11,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/simd.h"
@@ -83,6 +84,69 @@ std::optional<HostPeakResult> measure_host_bf16_dot(int threads) {
   const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-6f), _mm512_set1_ps(1e-6f));
   const __m512bh y = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1.0f), _mm512_set1_ps(1.0f));
   return measure(threads, 4.0 * kLanes, [x, y](vec a) { return _mm512_dpbf16_ps(a, x, y); });
+#else
+  (void)threads;
+  return std::nullopt;
+#endif
+}
+
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+namespace {
+
+// GFLOP/s of TDPBF16PS on four independent accumulator tiles (16 x 16 fp32 each, from a 16 x 32
+// bf16 tile against a 32 x 16 one: 16384 FLOPs an instruction), the best of kPasses passes.
+double amx_gflops(int threads) {
+  constexpr long kTileSteps = 2'000'000;
+  constexpr double kFlopsPerTile = 2.0 * 16 * 16 * 32;
+  double best = 0.0;
+  for (int pass = 0; pass <= kPasses; ++pass) {
+    const double t0 = omp_get_wtime();
+#pragma omp parallel num_threads(threads)
+    {
+      struct alignas(64) {
+        uint8_t palette = 1, start_row = 0, reserved[14] = {};
+        uint16_t colsb[16] = {};
+        uint8_t rows[16] = {};
+      } config;
+      for (int t = 0; t < 6; ++t) config.rows[t] = 16, config.colsb[t] = 64;
+      _tile_loadconfig(&config);
+      alignas(64) uint16_t ones[16 * 32];
+      for (uint16_t& v : ones) v = 0x3400;  // 2^-23 (bf16): the sums stay small and exact
+      _tile_zero(0);                        // tile numbers are immediates
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      _tile_loadd(4, ones, 64);
+      _tile_loadd(5, ones, 64);
+      for (long s = 0; s < kTileSteps; ++s) {
+        _tile_dpbf16ps(0, 4, 5);
+        _tile_dpbf16ps(1, 4, 5);
+        _tile_dpbf16ps(2, 4, 5);
+        _tile_dpbf16ps(3, 4, 5);
+      }
+      alignas(64) float sums[16 * 16];
+      _tile_stored(0, sums, 64);
+      g_peak_sink = sums[0];
+      _tile_release();
+    }
+    const double seconds = omp_get_wtime() - t0;
+    if (pass > 0) best = std::max(best, kFlopsPerTile * 4 * kTileSteps * threads / seconds / 1e9);
+  }
+  return best;
+}
+
+}  // namespace
+#endif
+
+std::optional<HostPeakResult> measure_host_amx_bf16(int threads) {
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
+  if (!cpu_has_amx_bf16()) return std::nullopt;
+  HostPeakResult r;
+  r.threads = threads;
+  r.lanes = 16 * 16;  // fp32 accumulators per instruction
+  r.one_thread_gflops = amx_gflops(1);
+  r.gflops = threads == 1 ? r.one_thread_gflops : amx_gflops(threads);
+  return r;
 #else
   (void)threads;
   return std::nullopt;

@@ -18,5 +18,9 @@ HostPeakResult measure_host_fma(int threads);
 // AVX512_BF16's vdpbf16ps (4 FLOPs per fp32 lane per instruction: two bf16 products and two
 // adds): the roof of --compute bf16. nullopt where this build or this CPU lacks the instruction.
 std::optional<HostPeakResult> measure_host_bf16_dot(int threads);
+// AMX's TDPBF16PS on tiles (16 x 16 fp32 accumulators, 32 bf16 products each, 16384 FLOPs an
+// instruction): the roof of --compute amx. nullopt where this build, CPU or OS lacks the tile
+// unit.
+std::optional<HostPeakResult> measure_host_amx_bf16(int threads);
 
 }  // namespace ssd

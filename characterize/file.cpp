@@ -87,6 +87,11 @@ void write_host_headline(ResultFile& f, const CharacterizeReport& r) {
     f.set_attr("/", "host_bf16_dot_1thread_gflops", r.host_bf16_dot->one_thread_gflops);
     f.set_attr("/", "host_bf16_dot_lanes", r.host_bf16_dot->lanes);
   }
+  if (r.host_amx_bf16) {
+    f.set_attr("/", "host_amx_bf16_gflops", r.host_amx_bf16->gflops);
+    f.set_attr("/", "host_amx_bf16_1thread_gflops", r.host_amx_bf16->one_thread_gflops);
+    f.set_attr("/", "host_amx_bf16_lanes", r.host_amx_bf16->lanes);
+  }
   f.set_attr("/", "target_compute", r.target_compute);
   if (const HostPeakResult* peak = compute_peak(r)) {  // the peak the bounds are taken at
     f.set_attr("/", "compute_peak", compute_peak_name(r));

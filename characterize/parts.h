@@ -246,8 +246,9 @@ struct CharacterizeReport {
   std::optional<HostReadResult> host_read;
   std::optional<HostPeakResult> host_fma;       // fp32 FMAs (--compute f32)
   std::optional<HostPeakResult> host_bf16_dot;  // vdpbf16ps (--compute bf16), where there is one
-  // What rank 0's GEMMs multiply the target's weights in (Backend::compute_for): "f32" or
-  // "bf16". The bounds below use this compute's peak (compute_peak).
+  std::optional<HostPeakResult> host_amx_bf16;  // TDPBF16PS (--compute amx), where there is one
+  // What rank 0's GEMMs multiply the target's weights in (Backend::compute_for): "f32", "bf16"
+  // or "amx". The bounds below use this compute's peak (compute_peak).
   std::string target_compute = "f32";
   VerificationWindow window;
   // The AR decode bound of rank 0's target shard: linear-layer weight bytes per step (at the
@@ -267,8 +268,9 @@ struct CharacterizeReport {
   std::vector<std::string> unsteady;  // unsteady_passes of every rank's forward passes
 };
 
-// The peak of the target's compute (host_bf16_dot for "bf16", else host_fma), nullptr where it
-// was not measured; and its name for the console ("bf16 dot-product", "fp32 FMA").
+// The peak of the target's compute (host_bf16_dot for "bf16", host_amx_bf16 for "amx", else
+// host_fma), nullptr where it was not measured; and its name for the console ("bf16
+// dot-product", "bf16 AMX tile", "fp32 FMA").
 // characterize.cpp.
 const HostPeakResult* compute_peak(const CharacterizeReport& report);
 const char* compute_peak_name(const CharacterizeReport& report);

@@ -76,6 +76,7 @@ int print_memory(std::ostream& os, const CharacterizeReport& r) {
   };
   peak(r.host_fma, "fp32 FMA", "FMAs");
   peak(r.host_bf16_dot, "bf16 dot-product", "vdpbf16ps, 4 FLOPs per lane,");
+  peak(r.host_amx_bf16, "bf16 AMX tile", "TDPBF16PS, 64 FLOPs per accumulator,");
   return bad;
 }
 

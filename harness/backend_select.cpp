@@ -65,8 +65,9 @@ GemmKind cpu_gemm(const std::string& gemm) {
 CpuCompute cpu_compute(const std::string& compute) {
   if (compute == "f32") return CpuCompute::F32;
   if (compute == "bf16") return CpuCompute::BF16;
+  if (compute == "amx") return CpuCompute::Amx;
   if (compute == "auto") return CpuCompute::Auto;
-  throw InputError("--compute " + compute + ": expected f32, bf16 or auto");
+  throw InputError("--compute " + compute + ": expected f32, bf16, amx or auto");
 }
 
 BackendSetup make_cpu(int threads, const std::string& gemm, const std::string& compute) {
@@ -75,9 +76,9 @@ BackendSetup make_cpu(int threads, const std::string& gemm, const std::string& c
   try {
     setup.backend = std::make_unique<CpuBackend>(threads, kind, cpu_compute(compute));
   } catch (const std::invalid_argument& e) {
-    // The constructor refuses bf16 compute without AVX512_BF16 or with OpenBLAS: the user's
-    // choice of flags, not a bug.
-    if (compute != "bf16") throw;
+    // The constructor refuses bf16 compute without AVX512_BF16, amx without AMX tiles, either
+    // with OpenBLAS: the user's choice of flags, not a bug.
+    if (compute != "bf16" && compute != "amx") throw;
     throw InputError("--compute " + compute + ": " + e.what());
   }
   setup.make_all_reduce = [](MPI_Comm group) -> std::unique_ptr<AllReduce> {
@@ -106,6 +107,10 @@ CudaGemm cuda_gemm(const std::string& gemm) {
 // FMAs, the tensor-core kernel (invariant-tc) and cuBLAS multiply bf16 x bf16 -> fp32
 // (CudaBackend::compute_for). f32 and auto leave --gemm's choice as it is.
 void check_cuda_compute(const std::string& compute, const std::string& gemm) {
+  if (compute == "amx")
+    throw InputError(
+        "--compute amx: AMX tiles are the CPU's; the cuda backend multiplies bf16 x "
+        "bf16 on tensor cores with --compute bf16 --gemm invariant-tc");
   if (compute == "bf16" && gemm != "invariant-tc" && gemm != "cublas")
     throw InputError("--compute bf16: --gemm " + gemm +
                      " runs fp32 FMAs on the GPU; use --gemm invariant-tc (tensor cores)");

@@ -44,7 +44,7 @@ struct BackendSetup {
 //                  "invariant-tc" (the same with the tensor-core invariant kernel) |
 //                  "cublas" (cuBLAS for every call; not batch-invariant).
 //   compute  what the GEMMs multiply bf16 weights in (--compute; Backend::compute_for says
-//            what a model got): "f32" | "bf16" | "auto".
+//            what a model got): "f32" | "bf16" | "amx" | "auto".
 //            cpu:  CpuCompute::F32 / BF16 / Auto (kernels/cpu/cpu_backend.h); bf16 needs
 //                  AVX512_BF16 and gemm "invariant";
 //            cuda: --gemm decides (every CUDA kernel takes bf16 activations): bf16 needs

@@ -100,10 +100,12 @@ void add_hardware_flags(CLI::App& app, SetupConfig& c, const SetupHelp& help) {
                  "multiplied with fp32 activations: exact products), bf16 (activations rounded "
                  "to bf16, nearest even, and bf16 x bf16 products summed in fp32, as a GPU's "
                  "tensor cores do; the CPU's AVX512_BF16 vdpbf16ps with --gemm invariant and bf16 "
-                 "weights; CUDA: --gemm invariant-tc) or auto (bf16 where the weights are bf16 "
-                 "and the CPU has AVX512_BF16; CUDA: what --gemm runs)")
+                 "weights; CUDA: --gemm invariant-tc), amx (the same rounding and products on the "
+                 "CPU's AMX tiles, TDPBF16PS, summed in another order than bf16's; CPU only) or "
+                 "auto (amx, else bf16, where the weights are bf16 and the CPU has the "
+                 "instructions; CUDA: what --gemm runs)")
       ->group(hardware)
-      ->check(CLI::IsMember({"f32", "bf16", "auto"}))
+      ->check(CLI::IsMember({"f32", "bf16", "amx", "auto"}))
       ->capture_default_str();
 }
 

@@ -73,10 +73,11 @@ void Launch::start_backend() {
       m.compute = backend().compute_for(dtype);
       // Here rather than in the backend's upload_matrix, so that it is one line naming both
       // flags before any weight is read.
-      if (spec.compute == "bf16" && m.compute != "bf16")
-        throw InputError("--compute bf16: the " + std::string(role) + "'s weights are kept as " +
-                         dtype_name(dtype) + " (--weight-dtype " + spec.weight_dtype +
-                         "), and bf16 compute needs bf16 weights (--weight-dtype bf16)");
+      if ((spec.compute == "bf16" || spec.compute == "amx") && m.compute != spec.compute)
+        throw InputError("--compute " + spec.compute + ": the " + std::string(role) +
+                         "'s weights are kept as " + dtype_name(dtype) + " (--weight-dtype " +
+                         spec.weight_dtype + "), and " + spec.compute +
+                         " compute needs bf16 weights (--weight-dtype bf16)");
       return m;
     };
     target = summary(spec.target, *target_source, "target");

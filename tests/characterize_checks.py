@@ -65,9 +65,11 @@ class CharacterizeChecks:
         compute = f.attrs["target_compute"]
         self.assertEqual(f["models/target"].attrs["compute"], compute)
         self.assertEqual(f.attrs["compute_peak"],
-                         {"f32": "fp32 FMA", "bf16": "bf16 dot-product"}[compute])
+                         {"f32": "fp32 FMA", "bf16": "bf16 dot-product",
+                          "amx": "bf16 AMX tile"}[compute])
         self.assertEqual(f.attrs["compute_peak_gflops"],
-                         f.attrs["host_bf16_dot_gflops" if compute == "bf16" else "host_fma_gflops"])
+                         f.attrs[{"f32": "host_fma_gflops", "bf16": "host_bf16_dot_gflops",
+                                  "amx": "host_amx_bf16_gflops"}[compute]])
 
         m = f["memory"]
         self.assertEqual(list(m["rank"][...]), list(range(ranks)))

@@ -35,13 +35,24 @@ def skip_if(reason):
         raise unittest.SkipTest(reason)
 
 
-def cpu_has_bf16():
-    """Whether this CPU has AVX512_BF16 (--compute bf16's vdpbf16ps)."""
+def cpu_flag(flag):
+    """Whether /proc/cpuinfo lists `flag`."""
     try:
         with open("/proc/cpuinfo") as f:
-            return "avx512_bf16" in f.read().split()
+            return flag in f.read().split()
     except OSError:
         return False
+
+
+def cpu_has_bf16():
+    """Whether this CPU has AVX512_BF16 (--compute bf16's vdpbf16ps)."""
+    return cpu_flag("avx512_bf16")
+
+
+def cpu_has_amx_bf16():
+    """Whether this CPU has AMX tiles with bf16 (--compute amx's TDPBF16PS). The binary asks the
+    OS for them too: where it refuses, --compute amx fails and auto takes bf16."""
+    return cpu_flag("amx_bf16") and cpu_flag("amx_tile")
 
 
 def launch(args, ranks, flags, timeout=300, env=None, quiet=False):

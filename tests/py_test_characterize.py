@@ -21,7 +21,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mpi_run  # noqa: E402
 from characterize_checks import CharacterizeChecks, strings  # noqa: E402
-from mpi_run import cpu_has_bf16  # noqa: E402
+from mpi_run import cpu_has_amx_bf16, cpu_has_bf16  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARGS = None
@@ -137,6 +137,27 @@ class Characterize(CharacterizeChecks, unittest.TestCase):
             self.assertEqual(a["compute_peak_gflops"], a["host_bf16_dot_gflops"])
             self.assertEqual(int(a["host_bf16_dot_lanes"]), 16)
             self.assertGreater(a["host_fma_gflops"], 0)  # the other compute's, recorded too
+            self.check_row_floors(f, proc.stdout)
+
+    def test_amx_compute(self):
+        """--compute amx: recorded as the target's compute, its TDPBF16PS peak beside the
+        others, and the floors taken at it."""
+        if not cpu_has_amx_bf16():
+            self.skipTest("no amx_bf16 in /proc/cpuinfo")
+        path = os.path.join(ARGS.work, "amx.h5")
+        proc = self.run_ok(1, "--target", "synthetic:tiny-llama", *QUICK, "--weight-dtype", "bf16",
+                           "--compute", "amx", "--out", path)
+        self.assertIn("BF16 weights, amx compute", proc.stdout)
+        self.assertIn("# host bf16 AMX tile peak", proc.stdout)
+        self.assertIn("amx compute), rows: floor", proc.stdout)
+        with h5py.File(path) as f:
+            a = f.attrs
+            self.assertEqual(a["target_compute"], "amx")
+            self.assertEqual(f["config"].attrs["compute"], "amx")
+            self.assertEqual(a["compute_peak"], "bf16 AMX tile")
+            self.assertEqual(a["compute_peak_gflops"], a["host_amx_bf16_gflops"])
+            self.assertEqual(int(a["host_amx_bf16_lanes"]), 256)
+            self.assertGreater(a["host_amx_bf16_gflops"], a["host_bf16_dot_gflops"])
             self.check_row_floors(f, proc.stdout)
 
     def test_no_forward_target_only(self):

@@ -75,6 +75,14 @@ class Errors(unittest.TestCase):
         else:  # the CPU refuses first
             self.expect_error(TINY + ["--compute", "bf16", "--weight-dtype", "f32"], "--compute",
                               "AVX512_BF16")
+        self.expect_error(TINY + ["--compute", "amx", "--gemm", "openblas"], "--compute",
+                          "invariant")
+        if mpi_run.cpu_has_amx_bf16():
+            self.expect_error(TINY + ["--compute", "amx", "--weight-dtype", "f32"], "--compute amx",
+                              "--weight-dtype")
+        else:
+            self.expect_error(TINY + ["--compute", "amx", "--weight-dtype", "bf16"], "--compute",
+                              "AMX")
 
     def test_models(self):
         self.expect_error(["--target", "synthetic:llama-9000"], "--target", "llama-9000")

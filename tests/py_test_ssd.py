@@ -64,17 +64,19 @@ def greedy_configs():
     return configs
 
 
-def bf16_compute_jobs():
-    """AR, SD and SSD under --compute bf16 (tiny-llama is an fp32 checkpoint: bf16 weights)."""
-    bf16 = ["--compute", "bf16", "--weight-dtype", "bf16"]
-    jobs = {f"greedy/bf16_ar_tp{tp}": (tp, [*GREEDY, *bf16, "--target-tp", str(tp)])
+def bf16_compute_jobs(compute="bf16"):
+    """AR, SD and SSD under --compute bf16 or amx (tiny-llama is an fp32 checkpoint: bf16
+    weights)."""
+    bf16 = ["--compute", compute, "--weight-dtype", "bf16"]
+    c = compute
+    jobs = {f"greedy/{c}_ar_tp{tp}": (tp, [*GREEDY, *bf16, "--target-tp", str(tp)])
             for tp in (1, 2)}
-    jobs["greedy/bf16_sd_k3_b3_tp1"] = (1, [*GREEDY, *bf16, "--mode", "sd", "--draft",
+    jobs[f"greedy/{c}_sd_k3_b3_tp1"] = (1, [*GREEDY, *bf16, "--mode", "sd", "--draft",
                                             "perturb:0.1", "-k", "3", "--batch-size", "3"])
-    jobs["greedy/bf16_ssd_k3_b3_tp1"] = (2, [*GREEDY, *bf16, "--mode", "ssd", "--draft",
+    jobs[f"greedy/{c}_ssd_k3_b3_tp1"] = (2, [*GREEDY, *bf16, "--mode", "ssd", "--draft",
                                              "perturb:0.1", "-k", "3", "--batch-size", "3",
                                              "--fanout", "geometric", "--budget", "auto"])
-    jobs["greedy/bf16_ssd_k1_b1_tp2"] = (3, [*GREEDY, *bf16, "--mode", "ssd", "--draft",
+    jobs[f"greedy/{c}_ssd_k1_b1_tp2"] = (3, [*GREEDY, *bf16, "--mode", "ssd", "--draft",
                                              "synthetic:tiny-llama-other", "-k", "1",
                                              "--target-tp", "2", "--fanout", "uniform:2"])
     return jobs
@@ -114,6 +116,8 @@ class GreedyLossless(unittest.TestCase):
             jobs[name] = (cfg["tp"] + 1, cfg["flags"])
         if mpi_run.cpu_has_bf16():
             jobs.update(bf16_compute_jobs())
+        if mpi_run.cpu_has_amx_bf16():
+            jobs.update(bf16_compute_jobs("amx"))
         jobs.update(auto_lookahead_jobs())
         cls.results = run_all(jobs)
 
@@ -150,19 +154,30 @@ class GreedyLossless(unittest.TestCase):
         AR's tokens, with the same compute, at TP 1 and 2."""
         if not mpi_run.cpu_has_bf16():
             self.skipTest("no avx512_bf16 in /proc/cpuinfo")
-        ar = {tp: tokens_of(self.checked(f"greedy/bf16_ar_tp{tp}")) for tp in (1, 2)}
-        for name in bf16_compute_jobs():
+        self.check_compute_sd_and_ssd_equal_ar("bf16")
+
+    def test_amx_compute_sd_and_ssd_equal_ar(self):
+        """The same under --compute amx (AMX tiles: TDPBF16PS sums each element in k order,
+        whichever rows share a tile)."""
+        if not mpi_run.cpu_has_amx_bf16():
+            self.skipTest("no amx_bf16 in /proc/cpuinfo")
+        self.check_compute_sd_and_ssd_equal_ar("amx")
+
+    def check_compute_sd_and_ssd_equal_ar(self, compute):
+        ar = {tp: tokens_of(self.checked(f"greedy/{compute}_ar_tp{tp}")) for tp in (1, 2)}
+        for name in bf16_compute_jobs(compute):
             with h5py.File(self.checked(name), "r") as f:
-                self.assertEqual(f["models/target"].attrs["compute"], "bf16", name)
+                self.assertEqual(f["models/target"].attrs["compute"], compute, name)
         mismatches = []
-        for name, (ranks, _) in bf16_compute_jobs().items():
+        for name, (ranks, _) in bf16_compute_jobs(compute).items():
             if "_ar_" in name:
                 continue
             tp = 2 if name.endswith("tp2") else 1
             tokens = tokens_of(self.checked(name))
             if not np.array_equal(tokens, ar[tp]):
                 mismatches.append(f"{name}: {first_difference(tokens, ar[tp])}")
-        self.assertEqual(mismatches, [], "bf16 compute: SD/SSD != AR:\n" + "\n".join(mismatches))
+        self.assertEqual(mismatches, [],
+                         f"{compute} compute: SD/SSD != AR:\n" + "\n".join(mismatches))
 
     def test_auto_lookahead_is_lossless_and_recorded(self):
         """-k auto measures the step costs on the launch, picks K among 1-8, runs with it (the

@@ -40,10 +40,10 @@ struct Loaded {
         model(load_model(*source, *backend, {}, nullptr, storage)) {}
   Loaded(const std::string& preset, int threads)
       : Loaded(preset, std::make_unique<CpuBackend>(threads)) {}
-  // bf16 weights under --compute bf16 (CpuCompute::BF16).
+  // bf16 weights under --compute bf16 and amx (CpuCompute::BF16, Amx).
   Loaded(const std::string& preset, int threads, CpuCompute compute)
       : Loaded(preset, std::make_unique<CpuBackend>(threads, GemmKind::Invariant, compute),
-               compute == CpuCompute::BF16 ? DType::BF16 : DType::F32) {}
+               compute == CpuCompute::F32 ? DType::F32 : DType::BF16) {}
   ~Loaded() { release_model(model); }
   int vocab() const { return model.config.vocab_size; }
 };
@@ -165,9 +165,9 @@ class ForwardBranches : public ::testing::TestWithParam<std::string> {
  public:
   static std::vector<std::string> backends() {
 #if defined(SSD_HAVE_CUDA)
-    return {"cpu", "cpu_bf16", "cuda"};
+    return {"cpu", "cpu_bf16", "cpu_amx", "cuda"};
 #else
-    return {"cpu", "cpu_bf16"};
+    return {"cpu", "cpu_bf16", "cpu_amx"};
 #endif
   }
 
@@ -175,6 +175,8 @@ class ForwardBranches : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     if (GetParam() == "cpu_bf16" && !cpu_has_bf16_dot())
       GTEST_SKIP() << "no AVX512_BF16 on this CPU or in this build";
+    if (GetParam() == "cpu_amx" && !cpu_has_amx_bf16())
+      GTEST_SKIP() << "no AMX-BF16 tiles on this CPU, in this build or from this OS";
 #if defined(SSD_HAVE_CUDA)
     if (GetParam() == "cuda")
       if (const std::string why = cuda_test::no_gpu_reason(); !why.empty())
@@ -183,7 +185,7 @@ class ForwardBranches : public ::testing::TestWithParam<std::string> {
   }
   void check(const std::string& preset, bool one_call) {
     check_branches(preset, new_backend(), one_call,
-                   GetParam() == "cpu_bf16" ? DType::BF16 : DType::F32);
+                   GetParam() == "cpu_bf16" || GetParam() == "cpu_amx" ? DType::BF16 : DType::F32);
   }
 
  private:
@@ -195,6 +197,8 @@ class ForwardBranches : public ::testing::TestWithParam<std::string> {
 #endif
     if (GetParam() == "cpu_bf16")
       return std::make_unique<CpuBackend>(2, GemmKind::Invariant, CpuCompute::BF16);
+    if (GetParam() == "cpu_amx")
+      return std::make_unique<CpuBackend>(2, GemmKind::Invariant, CpuCompute::Amx);
     return std::make_unique<CpuBackend>(2);
   }
 };
@@ -309,6 +313,24 @@ TEST_F(ForwardBf16Compute, AloneEqualsBatched) {
 TEST_F(ForwardBf16Compute, VerifyEqualsStepwise) {
   for (const char* preset : {"tiny-llama", "tiny-qwen3", "tiny-qwen2", "tiny-llama-tied"})
     check_verify(preset, CpuCompute::BF16);
+}
+
+// And under --compute amx: each element summed by TDPBF16PS in k order, whichever rows share a
+// tile.
+class ForwardAmxCompute : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cpu_has_amx_bf16())
+      GTEST_SKIP() << "no AMX-BF16 tiles on this CPU, in this build or from this OS";
+  }
+};
+TEST_F(ForwardAmxCompute, AloneEqualsBatched) {
+  for (const char* preset : {"tiny-llama", "tiny-qwen3", "tiny-qwen2"})
+    check_batch_invariance(preset, CpuCompute::Amx);
+}
+TEST_F(ForwardAmxCompute, VerifyEqualsStepwise) {
+  for (const char* preset : {"tiny-llama", "tiny-qwen3", "tiny-qwen2", "tiny-llama-tied"})
+    check_verify(preset, CpuCompute::Amx);
 }
 
 TEST(ForwardRollback, RolledBackTokensAreForgotten) {

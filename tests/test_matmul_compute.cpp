@@ -37,7 +37,8 @@ struct Shape {
 // rows under bf16 compute (a tile's x and panel wider than L1), at 1500 x 171 over two groups of
 // panels, one per thread; 4500 x 90 takes more rows than that walk in k-blocks too (x 4096 or
 // more wide, Zen 5's tuning: many_rows_over_k_blocks), a short last block and a tail, over three
-// groups of panels.
+// groups of panels. Under amx compute, 5000 x 13 and 4500 x 90 take k in chunks from 20 rows on
+// (their x and a pair of panels past 512 KiB), their accumulators parked between chunks.
 const Shape kShapes[] = {{203, 37}, {19, 8},    {64, 40},   {45, 29},    {1000, 13},
                          {16, 1},   {768, 300}, {5000, 13}, {1500, 171}, {4500, 90}};
 const int kRowCounts[] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14,
@@ -48,8 +49,12 @@ bool has_bf16() {
   return cpu_has_bf16_dot();
 }
 
+bool has_amx() {
+  return cpu_has_amx_bf16();
+}
+
 std::string compute_name(CpuCompute c) {
-  return c == CpuCompute::BF16 ? "bf16" : "f32";
+  return c == CpuCompute::BF16 ? "bf16" : c == CpuCompute::Amx ? "amx" : "f32";
 }
 
 // x (rows x in) times the matrix, as the forward pass calls it: upload_matrix, then matmul.
@@ -121,21 +126,28 @@ TEST(MatmulCompute, Bf16BatchInvariantEveryRowCount) {
   set_bf16_dot_l1d_bytes(0);
 }
 
+// AMX tiles: rows share a tile in blocks of up to 16 (17-20 rows as two blocks of 9-10, 80 as five
+// of 16, 100 in passes of five blocks and two), and one block takes two panels side by side.
+TEST(MatmulCompute, AmxBatchInvariantEveryRowCount) {
+  if (!has_amx()) GTEST_SKIP() << "no AMX-BF16 tiles on this CPU, in this build or from this OS";
+  expect_batch_invariant(CpuCompute::Amx);
+}
+
 // Against the exact (double) dot product of the bf16-rounded x and the bf16 weights: the products
-// of two bf16 values are exact in fp32, so what remains is fp32 summation, in 16 lanes of in/32
-// vdpbf16ps steps (two additions each), a 4-level tree and the tail's FMAs. With n the longest
+// of two bf16 values are exact in fp32, so what remains is fp32 summation. With n the longest
 // chain of additions, the error is at most about n * 2^-24 * sum |x w| (each rounding loses at
-// most half an ulp of a partial sum no larger than sum |x w|); the test allows 2n.
-TEST(MatmulCompute, Bf16WithinFp32SummationErrorOfTheRoundedInputs) {
-  if (!has_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU or in this build";
+// most half an ulp of a partial sum no larger than sum |x w|); the test allows 2n. `chain` gives n
+// for a row of `in`.
+template <typename Chain>
+void expect_within_summation_error(CpuCompute compute, Chain chain_for) {
   for (const Shape s : kShapes)
-    for (const int rows : {1, 2, 5, 16}) {
+    for (const int rows : {1, 2, 5, 16, 20}) {
       const std::vector<float> x = random_values(size_t(rows) * s.in, 5 + s.in, 3.0f);
       const std::vector<float> w = random_values(size_t(s.out) * s.in, 6 + s.out, 0.1f);
-      Gemm gemm(CpuCompute::BF16, 2, w, s.out, s.in);
+      Gemm gemm(compute, 2, w, s.out, s.in);
       const std::vector<float> got = gemm(x.data(), rows);
-      const int tail = s.in % 32, chain = 2 * (s.in / 32) + 4 + tail;
-      int rounded_differs = 0;
+      const int chain = chain_for(s.in);
+      int rounded_nearer = 0;
       for (int r = 0; r < rows; ++r)
         for (int j = 0; j < s.out; ++j) {
           double sum = 0, magnitude = 0, unrounded = 0;
@@ -149,17 +161,34 @@ TEST(MatmulCompute, Bf16WithinFp32SummationErrorOfTheRoundedInputs) {
           }
           const float value = got[size_t(r) * s.out + j];
           EXPECT_LE(std::fabs(value - sum), 2.0 * chain * std::ldexp(magnitude, -24))
-              << "rows=" << rows << " in=" << s.in << " out=" << s.out << " [" << r << "][" << j
-              << "]";
-          // x really is rounded: the unrounded dot product is further away than the error bound.
-          rounded_differs += std::fabs(value - unrounded) > chain * std::ldexp(magnitude, -24);
+              << compute_name(compute) << " rows=" << rows << " in=" << s.in << " out=" << s.out
+              << " [" << r << "][" << j << "]";
+          // x really is rounded: the result lies nearer the rounded inputs' dot product than the
+          // unrounded one's (for most elements: a few may round to where both are as near).
+          rounded_nearer += std::fabs(value - sum) < std::fabs(value - unrounded);
         }
-      EXPECT_GT(rounded_differs, 0) << "in=" << s.in << ": x was not rounded to bf16";
+      EXPECT_GT(2 * rounded_nearer, rows * s.out) << "in=" << s.in << ": x was not rounded to bf16";
     }
 }
 
-// What bf16 compute refuses: fp32 weights (it would change the model silently), the OpenBLAS
-// GEMM, a CPU without the instructions; auto keeps fp32 weights in fp32.
+// vdpbf16ps: 16 lanes of in/32 steps (two additions each), a 4-level tree and the tail's FMAs.
+TEST(MatmulCompute, Bf16WithinFp32SummationErrorOfTheRoundedInputs) {
+  if (!has_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU or in this build";
+  expect_within_summation_error(CpuCompute::BF16,
+                                [](int in) { return 2 * (in / 32) + 4 + in % 32; });
+}
+
+// TDPBF16PS: the SDM defines each instruction as 32 products added one after another into the
+// accumulator, so the chain is as long as k padded to whole tiles (the hardware may round less
+// often; the bound holds either way).
+TEST(MatmulCompute, AmxWithinFp32SummationErrorOfTheRoundedInputs) {
+  if (!has_amx()) GTEST_SKIP() << "no AMX-BF16 tiles on this CPU, in this build or from this OS";
+  expect_within_summation_error(CpuCompute::Amx, [](int in) { return (in + 31) / 32 * 32; });
+}
+
+// What bf16 and amx compute refuse: fp32 weights (it would change the model silently), the
+// OpenBLAS GEMM, a CPU without the instructions; auto keeps fp32 weights in fp32, and multiplies
+// bf16 weights on AMX tiles where it can, else with vdpbf16ps where it can.
 TEST(MatmulCompute, Bf16RefusesWhatItCannotDo) {
   const std::vector<float> w = random_values(64, 1);
   if (!has_bf16()) {
@@ -169,10 +198,18 @@ TEST(MatmulCompute, Bf16RefusesWhatItCannotDo) {
     EXPECT_THROW(bf16.upload_matrix(w.data(), 4, 16, DType::F32), std::invalid_argument);
     EXPECT_EQ(bf16.compute_for(DType::BF16), "bf16");
   }
+  if (!has_amx()) {
+    EXPECT_THROW(CpuBackend(1, GemmKind::Invariant, CpuCompute::Amx), std::invalid_argument);
+  } else {
+    CpuBackend amx(1, GemmKind::Invariant, CpuCompute::Amx);
+    EXPECT_THROW(amx.upload_matrix(w.data(), 4, 16, DType::F32), std::invalid_argument);
+    EXPECT_EQ(amx.compute_for(DType::BF16), "amx");
+  }
   EXPECT_THROW(CpuBackend(1, GemmKind::OpenBLAS, CpuCompute::BF16), std::invalid_argument);
+  EXPECT_THROW(CpuBackend(1, GemmKind::OpenBLAS, CpuCompute::Amx), std::invalid_argument);
   CpuBackend automatic(1, GemmKind::Invariant, CpuCompute::Auto);
   EXPECT_EQ(automatic.compute_for(DType::F32), "f32");
-  EXPECT_EQ(automatic.compute_for(DType::BF16), has_bf16() ? "bf16" : "f32");
+  EXPECT_EQ(automatic.compute_for(DType::BF16), has_amx() ? "amx" : has_bf16() ? "bf16" : "f32");
   Buffer m = automatic.upload_matrix(w.data(), 4, 16, DType::F32);
   automatic.release(m);
 }

@@ -135,7 +135,8 @@ TEST(MatmulPacked, CpuBackendPacksMatricesOnlyForTheInvariantGemm) {
 
 // A tied embedding is stored packed for the head's GEMM; its lookup returns the table's rows,
 // every row (first, middle, in the short last panel), with a k tail, in fp32 and bf16, and under
-// bf16 compute (CpuCompute::BF16, its 32-wide layout) where this CPU has AVX512_BF16.
+// bf16 compute (CpuCompute::BF16, its 32-wide layout) where this CPU has AVX512_BF16, and under
+// amx compute (its 16 x 32 tiles) where it has AMX.
 void expect_embed_reads_rows(CpuCompute compute, DType storage) {
   const int in = 45, out = 29;
   std::vector<float> w = random_values(size_t(out) * in, 4);
@@ -161,6 +162,7 @@ TEST(MatmulPacked, EmbedReadsRowsOfAPackedTable) {
   for (const DType storage : {DType::F32, DType::BF16})
     expect_embed_reads_rows(CpuCompute::F32, storage);
   if (cpu_has_bf16_dot()) expect_embed_reads_rows(CpuCompute::BF16, DType::BF16);
+  if (cpu_has_amx_bf16()) expect_embed_reads_rows(CpuCompute::Amx, DType::BF16);
 }
 
 // simd::reduce_vecs, which finishes a packed tile's accumulators together, gives each the bits of

@@ -51,7 +51,7 @@ std::vector<float> run_cpp(const std::string& checkpoint, int& vocab, CpuCompute
   CpuBackend backend(1, GemmKind::Invariant, compute);
   // bf16 compute multiplies bf16 weights; f32 compute widens a bf16 checkpoint (exactly) to fp32.
   Model model = load_model(*source, backend, {}, nullptr,
-                           compute == CpuCompute::BF16 ? DType::BF16 : DType::F32);
+                           compute == CpuCompute::F32 ? DType::F32 : DType::BF16);
   vocab = model.config.vocab_size;
   KVCache cache = create_kv_cache(model, 1, int(kPrompt.size() + kDecode.size()));
   Activations acts;
@@ -178,6 +178,8 @@ TEST_P(ReferenceTest, LogitsMatchNumpyReference) {
   const Case& c = GetParam();
   if (c.compute == CpuCompute::BF16 && !cpu_has_bf16_dot())
     GTEST_SKIP() << "no AVX512_BF16 on this CPU or in this build";
+  if (c.compute == CpuCompute::Amx && !cpu_has_amx_bf16())
+    GTEST_SKIP() << "no AMX-BF16 tiles on this CPU, in this build or from this OS";
   const fs::path dir = test::fresh_dir("reference_" + c.name);
   const fs::path checkpoint = dir / "checkpoint";
   const uint64_t seed = 11;
@@ -225,7 +227,7 @@ TEST_P(ReferenceTest, LogitsMatchNumpyReference) {
   // the same rounding in float64 (--linear-inputs bf16), and ours may be up to twice that far
   // from the exact logits, plus the f32 tolerance.
   double tolerance = 1e-3;
-  if (c.compute == CpuCompute::BF16) {
+  if (c.compute != CpuCompute::F32) {  // bf16 and amx: the same rounding of the inputs
     int64_t rounded_rows = 0, rounded_cols = 0;
     const std::vector<float> rounded =
         run_reference(checkpoint, dir, rounded_rows, rounded_cols, "bf16");
@@ -277,7 +279,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"tiny_llama_bf16_compute", "tiny-llama", "bf16", 0, false, CpuCompute::BF16},
         Case{"tiny_llama_tied_bf16_compute", "tiny-llama-tied", "bf16", 0, false, CpuCompute::BF16},
         Case{"tiny_qwen3_bf16_compute", "tiny-qwen3", "bf16", 0, false, CpuCompute::BF16},
-        Case{"tiny_qwen2_bf16_compute", "tiny-qwen2", "bf16", 0, false, CpuCompute::BF16}),
+        Case{"tiny_qwen2_bf16_compute", "tiny-qwen2", "bf16", 0, false, CpuCompute::BF16},
+        Case{"tiny_llama_amx_compute", "tiny-llama", "bf16", 0, false, CpuCompute::Amx},
+        Case{"tiny_llama_tied_amx_compute", "tiny-llama-tied", "bf16", 0, false, CpuCompute::Amx},
+        Case{"tiny_qwen3_amx_compute", "tiny-qwen3", "bf16", 0, false, CpuCompute::Amx},
+        Case{"tiny_qwen2_amx_compute", "tiny-qwen2", "bf16", 0, false, CpuCompute::Amx}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

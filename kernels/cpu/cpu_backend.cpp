@@ -80,19 +80,36 @@ std::string cpu_model_name() {
   return "unknown";
 }
 
+namespace {
+
+CpuCompute resolve_auto(CpuCompute compute, GemmKind gemm) {
+  if (compute != CpuCompute::Auto) return compute;
+  if (gemm != GemmKind::Invariant) return CpuCompute::F32;
+  return cpu_has_amx_bf16()   ? CpuCompute::Amx
+         : cpu_has_bf16_dot() ? CpuCompute::BF16
+                              : CpuCompute::F32;
+}
+
+}  // namespace
+
 CpuBackend::CpuBackend(int threads, GemmKind gemm, CpuCompute compute)
     : threads_(threads),
       gemm_(gemm),
-      bf16_dot_(
-          gemm == GemmKind::Invariant &&
-          (compute == CpuCompute::BF16 || (compute == CpuCompute::Auto && cpu_has_bf16_dot()))),
-      refuse_f32_(compute == CpuCompute::BF16) {
+      bf16_kernel_(Bf16Kernel::Widened),
+      refuse_f32_(compute == CpuCompute::BF16 || compute == CpuCompute::Amx) {
   if (threads < 1) throw std::invalid_argument("CpuBackend needs at least one thread");
-  if (compute == CpuCompute::BF16 && gemm != GemmKind::Invariant)
-    throw std::invalid_argument("bf16 compute needs the invariant GEMM (OpenBLAS sgemm is fp32)");
+  if (refuse_f32_ && gemm != GemmKind::Invariant)
+    throw std::invalid_argument(std::string(compute == CpuCompute::Amx ? "amx" : "bf16") +
+                                " compute needs the invariant GEMM (OpenBLAS sgemm is fp32)");
   if (compute == CpuCompute::BF16 && !cpu_has_bf16_dot())
     throw std::invalid_argument(
         "bf16 compute needs AVX512_BF16 (vdpbf16ps), which this CPU or build lacks");
+  if (compute == CpuCompute::Amx && !cpu_has_amx_bf16())
+    throw std::invalid_argument(
+        "amx compute needs AMX-BF16 tiles (TDPBF16PS), which this CPU, build or OS lacks");
+  const CpuCompute resolved = resolve_auto(compute, gemm);
+  if (resolved == CpuCompute::BF16) bf16_kernel_ = Bf16Kernel::Dot;
+  if (resolved == CpuCompute::Amx) bf16_kernel_ = Bf16Kernel::Amx;
   // Every OpenMP region of the process (weight generation too) uses this rank's share of the
   // cores; otherwise idle worker threads spin on cores another rank is using.
   omp_set_num_threads(threads);
@@ -103,7 +120,8 @@ std::string CpuBackend::device_name() const {
 }
 
 std::string CpuBackend::compute_for(DType storage) const {
-  return weight_storage(storage) == DType::BF16 && bf16_dot_ ? "bf16" : "f32";
+  if (weight_storage(storage) != DType::BF16) return "f32";
+  return bf16_kernel_ == Bf16Kernel::Amx ? "amx" : bf16_kernel_ == Bf16Kernel::Dot ? "bf16" : "f32";
 }
 
 Buffer CpuBackend::alloc(size_t count) {
@@ -139,12 +157,18 @@ Buffer CpuBackend::upload_matrix(const float* host, int out_dim, int in, DType s
   // too) written by the packer, so the buffer is not zeroed first. Loading Qwen2.5-Coder-1.5B
   // (3.55 GB of bf16 matrices) went from a bf16 row-major copy, zeroed, then packed element by
   // element, to this.
-  const size_t count = packed_matrix_count(out_dim, in);
   const DType kept = weight_storage(storage);
+  if (kept == DType::BF16 && bf16_kernel_ == Bf16Kernel::Amx) {
+    const size_t count = amx_packed_matrix_count(out_dim, in);
+    Buffer b{aligned_uninitialized(count * sizeof(uint16_t)), count, kept, true};
+    pack_matrix_bf16_amx_from_f32(static_cast<uint16_t*>(b.data), host, out_dim, in, threads_);
+    return b;
+  }
+  const size_t count = packed_matrix_count(out_dim, in);
   Buffer b{aligned_uninitialized(count * dtype_size(kept)), count, kept, true};
-  const PackedFormat format = kept == DType::F32 ? PackedFormat::F32
-                              : bf16_dot_        ? PackedFormat::BF16Dot
-                                                 : PackedFormat::BF16;
+  const PackedFormat format = kept == DType::F32                ? PackedFormat::F32
+                              : bf16_kernel_ == Bf16Kernel::Dot ? PackedFormat::BF16Dot
+                                                                : PackedFormat::BF16;
   pack_matrix_from_f32(b.data, host, out_dim, in, format, threads_);
   return b;
 }
@@ -177,7 +201,9 @@ void CpuBackend::embed(Buffer& out, const Buffer& table, const int32_t* tokens, 
     float* row = f(out) + size_t(r) * dim;
     if (!table.packed)
       to_host(row, table, size_t(tokens[r]) * dim, dim);
-    else if (table.dtype == DType::BF16 && bf16_dot_)  // a tied table, stored for the head's GEMM
+    else if (table.dtype == DType::BF16 && bf16_kernel_ == Bf16Kernel::Amx)  // a tied table
+      packed_amx_matrix_row_bf16(row, bf16(table), tokens[r], dim);
+    else if (table.dtype == DType::BF16 && bf16_kernel_ == Bf16Kernel::Dot)  // stored for the head
       packed_dot_matrix_row_bf16(row, bf16(table), tokens[r], dim);
     else if (table.dtype == DType::BF16)
       packed_matrix_row_bf16(row, bf16(table), tokens[r], dim);
@@ -225,7 +251,9 @@ void CpuBackend::matmul(Buffer& out, const Buffer& x, const Buffer& w, int rows,
     } else {
       matmul_openblas(f(out), f(x), f(w), rows, in, out_dim, threads_);
     }
-  } else if (w.packed && w.dtype == DType::BF16 && bf16_dot_) {
+  } else if (w.packed && w.dtype == DType::BF16 && bf16_kernel_ == Bf16Kernel::Amx) {
+    matmul_bf16_amx(f(out), f(x), bf16(w), rows, in, out_dim, threads_);
+  } else if (w.packed && w.dtype == DType::BF16 && bf16_kernel_ == Bf16Kernel::Dot) {
     matmul_bf16_dot(f(out), f(x), bf16(w), rows, in, out_dim, threads_);
   } else if (w.packed && w.dtype == DType::BF16) {
     matmul_packed_bf16(f(out), f(x), bf16(w), rows, in, out_dim, threads_);

@@ -19,10 +19,13 @@ enum class GemmKind { Invariant, OpenBLAS };
 // fp32 and fused with the fp32 activation (exact products). BF16: the activation rows rounded to
 // bf16 (round to nearest even, as the GPU's tensor-core kernel rounds them) and multiplied with
 // the bf16 weights two products per fp32 lane (AVX512_BF16's vdpbf16ps), accumulating in fp32:
-// twice the multiply-adds per instruction, the GPU's numeric regime. Auto: BF16 where this build
-// and CPU have AVX512_BF16, else F32. fp32 weights are multiplied in fp32 under every mode but
-// BF16, which refuses them (CpuBackend::upload_matrix).
-enum class CpuCompute { F32, BF16, Auto };
+// twice the multiply-adds per instruction, the GPU's numeric regime. Amx: the same rounding and
+// bf16 x bf16 products on AMX tiles (TDPBF16PS, 16 x 16 dot products of 32 pairs an instruction;
+// matmul_bf16_amx.cpp), summed in another order than BF16's, so a mode of its own. Auto: Amx
+// where this build, CPU and OS have the tile unit, else BF16 where they have AVX512_BF16, else
+// F32. fp32 weights are multiplied in fp32 under every mode but BF16 and Amx, which refuse them
+// (CpuBackend::upload_matrix).
+enum class CpuCompute { F32, BF16, Amx, Auto };
 
 // Memory as CpuBackend holds weights, KV caches and activations: 64-byte aligned; a buffer of
 // 1 MiB or more on whole 2 MiB transparent huge pages (cpu_backend.cpp says why). Zeroed when
@@ -39,8 +42,8 @@ void set_bf16_dot_l1d_bytes(size_t bytes);
 
 class CpuBackend final : public Backend {
  public:
-  // Throws std::invalid_argument for BF16 compute without cpu_has_bf16_dot() or with the
-  // OpenBLAS GEMM (sgemm is fp32).
+  // Throws std::invalid_argument for BF16 compute without cpu_has_bf16_dot(), Amx without
+  // cpu_has_amx_bf16(), or either with the OpenBLAS GEMM (sgemm is fp32).
   explicit CpuBackend(int threads, GemmKind gemm = GemmKind::Invariant,
                       CpuCompute compute = CpuCompute::F32);
 
@@ -57,9 +60,9 @@ class CpuBackend final : public Backend {
   // are kept as fp32 (exact too): this backend has no f16 GEMM.
   Buffer upload_weight_as(const float* host, size_t count, DType storage) override;
   // With the invariant GEMM, packed for matmul_packed (kernels/cpu/matmul_packed.cpp), or for
-  // matmul_bf16_dot where bf16 weights are multiplied in bf16; OpenBLAS takes row-major weights,
-  // so with it the matrix stays row-major. Throws std::invalid_argument for fp32 storage under
-  // CpuCompute::BF16.
+  // matmul_bf16_dot or matmul_bf16_amx where bf16 weights are multiplied in bf16; OpenBLAS takes
+  // row-major weights, so with it the matrix stays row-major. Throws std::invalid_argument for
+  // fp32 storage under CpuCompute::BF16 and Amx.
   Buffer upload_matrix(const float* host, int out_dim, int in, DType storage) override;
   DType weight_storage(DType storage) const override {
     return storage == DType::BF16 ? DType::BF16 : DType::F32;
@@ -90,8 +93,11 @@ class CpuBackend final : public Backend {
  private:
   int threads_;
   GemmKind gemm_;
-  bool bf16_dot_;    // bf16 matrices are packed for, and multiplied by, matmul_bf16_dot
-  bool refuse_f32_;  // CpuCompute::BF16: an fp32 matrix is an error, not a silent f32 GEMM
+  // Which kernel packs and multiplies bf16 matrices: matmul_packed_bf16 (fp32 products),
+  // matmul_bf16_dot or matmul_bf16_amx.
+  enum class Bf16Kernel { Widened, Dot, Amx };
+  Bf16Kernel bf16_kernel_;
+  bool refuse_f32_;  // CpuCompute::BF16, Amx: an fp32 matrix is an error, not a silent f32 GEMM
 };
 
 // The kernels behind CpuBackend, exposed for tests and benchmarks.
@@ -131,6 +137,20 @@ void packed_dot_matrix_row_bf16(float* dst, const uint16_t* w, int row, int in);
 void matmul_bf16_dot(float* out, const float* x, const uint16_t* w, int rows, int in, int out_dim,
                      int threads);
 void matmul_openblas(float* out, const float* x, const float* w, int rows, int in, int out_dim,
+                     int threads);
+// The bf16 x bf16 -> fp32 GEMM on AMX tiles (matmul_bf16_amx.cpp; CpuCompute::Amx), on a matrix
+// packed by pack_matrix_bf16_amx*: panels of 16 output rows, each k-vector of 32 a 16 x 32 tile
+// (1 KiB), zero past out_dim and in. x's rows rounded to bf16 (nearest even) as under BF16; each
+// element summed by TDPBF16PS over the k-vectors in order: batch-invariant for any `rows` and
+// `threads`, with other sums than matmul_bf16_dot's. cpu_has_amx_bf16: this build has the kernel
+// (-march=native on a CPU with AMX-BF16), the CPU has the tile unit and the OS let this process
+// use it. matmul_bf16_amx throws std::logic_error without it.
+bool cpu_has_amx_bf16();
+size_t amx_packed_matrix_count(int out_dim, int in);
+void pack_matrix_bf16_amx(uint16_t* dst, const uint16_t* w, int out_dim, int in);
+void pack_matrix_bf16_amx_from_f32(uint16_t* dst, const float* w, int out_dim, int in, int threads);
+void packed_amx_matrix_row_bf16(float* dst, const uint16_t* w, int row, int in);
+void matmul_bf16_amx(float* out, const float* x, const uint16_t* w, int rows, int in, int out_dim,
                      int threads);
 // Grouped-query attention (attention.cpp): every (row, head) alone, in a fixed order.
 void attention_cpu(float* out, const float* q, const float* k_cache, const float* v_cache,

@@ -9,7 +9,7 @@
 // cuda -- except the unread rows of an untied embedding table, per second). Compare weight_BW with
 // the read bandwidth that `ssd-bench characterize` measures. Weight dtypes: SSD_BENCH_DTYPES, a
 // comma-separated list of f32, bf16, auto (default f32,bf16; bf16 alone on cuda, which keeps
-// every weight in bf16, and with SSD_BENCH_COMPUTE=bf16), as ssd-bench's --weight-dtype.
+// every weight in bf16, and with SSD_BENCH_COMPUTE=bf16 or amx), as ssd-bench's --weight-dtype.
 //
 // Models: tiny-llama, llama-124m (0.5 GB fp32) and llama-3.2-1b (1.24B parameters, 4.9 GB
 // fp32). Synthetic weights are generated on first use of each model, which for llama-3.2-1b
@@ -18,7 +18,8 @@
 //
 // Backend: SSD_BENCH_BACKEND=cpu (default), cuda or auto, as ssd-bench's --backend; GEMM:
 // SSD_BENCH_GEMM (default invariant), as its --gemm (e.g. invariant-tc on cuda); compute:
-// SSD_BENCH_COMPUTE (default f32), as its --compute (bf16: the CPU's vdpbf16ps GEMM).
+// SSD_BENCH_COMPUTE (default f32), as its --compute (bf16: the CPU's vdpbf16ps GEMM; amx: its
+// AMX tiles).
 // Threads: SSD_BENCH_THREADS, a comma-separated list (default 1), e.g. SSD_BENCH_THREADS=1,2.
 // Each thread count loads its own copy of the model (one model is held at a time).
 #include <benchmark/benchmark.h>
@@ -201,13 +202,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   // The CUDA backend keeps every weight in bf16 whatever the dtype asked for, so its default is
-  // bf16 alone: f32 would time the same steps again (and generate an 8B model twice). bf16
-  // compute refuses fp32 weights, so its default is bf16 alone too.
+  // bf16 alone: f32 would time the same steps again (and generate an 8B model twice). bf16 and
+  // amx compute refuse fp32 weights, so their default is bf16 alone too.
   std::string default_dtypes = "f32,bf16";
   try {
     if (ssd::make_backend(bench_backend(), threads[0], bench_gemm(), bench_compute(), "")
                 .backend->name() == "cuda" ||
-        bench_compute() == "bf16")
+        bench_compute() == "bf16" || bench_compute() == "amx")
       default_dtypes = "bf16";
   } catch (const std::exception& e) {
     std::fprintf(stderr,

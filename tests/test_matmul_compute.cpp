@@ -127,7 +127,8 @@ TEST(MatmulCompute, Bf16BatchInvariantEveryRowCount) {
 }
 
 // AMX tiles: rows share a tile in blocks of up to 16 (17-20 rows as two blocks of 9-10, 80 as five
-// of 16, 100 in passes of five blocks and two), and one block takes two panels side by side.
+// of 16, 100 as seven of 15 taken two at a time over pairs of panels), and a call of one block
+// takes four panels side by side.
 TEST(MatmulCompute, AmxBatchInvariantEveryRowCount) {
   if (!has_amx()) GTEST_SKIP() << "no AMX-BF16 tiles on this CPU, in this build or from this OS";
   expect_batch_invariant(CpuCompute::Amx);

@@ -223,6 +223,10 @@ def validate(args, out=print):
     # shown, not counted (on this project's 2-core host a 1-thread file predicted the 2-thread
     # pair runs 28-52% low).
     file_threads = int(char.attrs.get("threads", 0) or 0)
+    # So do they for the file's compute: a run whose target multiplied in another (f32, bf16 dot
+    # products, AMX tiles; --compute) has other step costs (on a host with AMX, an amx file
+    # forecast a bf16 run's SD 32% fast).
+    file_compute = str(char.attrs.get("target_compute", "") or "")
     rows = []
     for run in runs:
         if run.is_characterize:
@@ -244,6 +248,8 @@ def validate(args, out=print):
         cpus = run.attrs.get("host_cpus")
         oversubscribed = cpus is not None and ranks > int(cpus)
         other_threads = file_threads > 0 and run.threads != file_threads
+        compute = str((getattr(run, "models", None) or {}).get("target", {}).get("compute", ""))
+        other_compute = bool(file_compute and compute and compute != file_compute)
         rows.append({"file": run.name, "mode": run.mode, "target": run.target.removeprefix(
             "synthetic:"), "draft": run.draft.removeprefix("synthetic:"), "b": run.batch_size,
             "K": run.lookahead or None, "fanout": run.fanout, "fallback": pred.fallback,
@@ -251,6 +257,7 @@ def validate(args, out=print):
             "T_p": pred.t_p, "predicted": pred.tok_s, "measured": run.tok_s, "rel_err": err,
             "within": abs(err) <= args.tol, "oversubscribed": oversubscribed,
             "threads": run.threads, "other_threads": other_threads,
+            "compute": compute, "other_compute": other_compute,
             "x_pred": speedup[0], "x_meas": speedup[1], "x_err": x_err,
             "x_within": abs(x_err) <= args.tol if math.isfinite(x_err) else None})
     cols = ["file", "mode", "target", "draft", "b", "K", "fanout", "fallback", "alpha", "r",
@@ -263,7 +270,9 @@ def validate(args, out=print):
             r[c + "_txt"] = format_cell(r[c], spec)
         r["within_txt"] = ("n/a: ranks > CPUs" if r["oversubscribed"] else
                            f"n/a: {r['threads']} threads, file {file_threads}"
-                           if r["other_threads"] else "yes" if r["within"] else "NO")
+                           if r["other_threads"] else
+                           f"n/a: {r['compute']} compute, file {file_compute}"
+                           if r["other_compute"] else "yes" if r["within"] else "NO")
     header = {"characterize": f"{args.characterize} ({char.attrs.get('target')} + "
                               f"{char.attrs.get('draft')}, {char.attrs.get('backend')})",
               "inputs": "alpha, r, K, b, fan-out, fallback from each run, and the hit rates "
@@ -275,18 +284,23 @@ def validate(args, out=print):
     if note:
         header["steadiness"] = note
     emit_table(rows, cols, args.format, header, out)
-    counted = [r for r in rows if not r["oversubscribed"] and not r["other_threads"]]
+    counted = [r for r in rows
+               if not r["oversubscribed"] and not r["other_threads"] and not r["other_compute"]]
     n_ok = sum(r["within"] for r in counted)
     if args.format == "text":
         errs = np.abs([r["rel_err"] for r in counted]) if counted else np.array([math.nan])
         over = sum(r["oversubscribed"] for r in rows)
         other = sum(r["other_threads"] and not r["oversubscribed"] for r in rows)
+        other_c = sum(r["other_compute"] and not r["other_threads"] and not r["oversubscribed"]
+                      for r in rows)
         out(f"# {n_ok} of {len(counted)} runs within {args.tol:.0%} (median |error| "
             f"{np.nanmedian(errs):.1%}, max {np.nanmax(errs):.1%})"
             + (f"; {over} oversubscribed runs (more ranks than host CPUs) not counted"
                if over else "")
             + (f"; {other} runs on other threads per rank than the file's {file_threads} not "
                "counted" if other else "")
+            + (f"; {other_c} runs in another compute than the file's {file_compute} not counted"
+               if other_c else "")
             + ("" if n_ok == len(counted) else "; see analysis/README.md, 'predict', for why"))
         x = [r for r in counted if r["x_within"] is not None]
         if x:

@@ -276,5 +276,35 @@ class Validation(unittest.TestCase):
             self.assertIn("1 runs on other threads per rank than the file's 1 not counted", text)
 
 
+    def test_runs_in_other_compute_are_shown_not_counted(self):
+        """A run whose target multiplied in another compute than the characterize file's (its
+        /models/target compute) is not predicted from it either."""
+        import shutil
+        import tempfile
+
+        import h5py
+        def mode(path):
+            with h5py.File(path, "r") as f:
+                return f["config"].attrs["mode"]
+        ar = next(r for r in RUNS if "fig7-speedup" in r and mode(r) == "ar")
+        with h5py.File(CHAR, "r") as f:
+            file_compute = str(f.attrs["target_compute"])
+        other = "amx" if file_compute != "amx" else "f32"
+        with tempfile.TemporaryDirectory() as tmp:
+            moved = os.path.join(tmp, f"ar-{other}.h5")
+            shutil.copy(ar, moved)
+            with h5py.File(moved, "r+") as f:
+                f["models/target"].attrs["compute"] = other
+            p = analyze("--validate", ar, moved, "--characterize", CHAR, "--format", "json")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            rows = {r["file"]: r for r in json.loads(p.stdout)["rows"]}
+            self.assertFalse(rows[os.path.basename(ar)]["other_compute"])
+            self.assertTrue(rows[f"ar-{other}.h5"]["other_compute"])
+            text = analyze("--validate", ar, moved, "--characterize", CHAR).stdout
+            self.assertIn(f"n/a: {other} compute, file {file_compute}", text)
+            self.assertRegex(text, r"# \d of 1 runs within 10%")
+            self.assertIn(f"1 runs in another compute than the file's {file_compute} not counted",
+                          text)
+
 if __name__ == "__main__":
     unittest.main()

@@ -179,7 +179,9 @@ void write_tile(float* out, const float* acc, int width, int m0, int rows, int p
 // How far ahead of its tile loads a panel's stream is prefetched, into L2 (prefetcht2). bench_gemm,
 // 1 thread, one row of q1.5b.gate, q1.5b.down and q0.5b.gate, one pass each on a noisy host (us):
 // 4 KiB into L2 1408, 1477, 496; none 1665, 1577, 567; 4 KiB into L1 1567, 1559, 567; 2 KiB into
-// L2 1751, 1698, 593; 8 KiB into L2 1596, 1499, 531; 8 KiB non-temporal 1923, 1882, 680.
+// L2 1751, 1698, 593; 8 KiB into L2 1596, 1499, 531; 8 KiB non-temporal 1923, 1882, 680. With
+// four panels to a block (four_panels_one_block), 2-16 KiB into L2 and 4 KiB into L1 were level
+// within the passes' spread (two passes, one row of q1.5b.qo, .gate, q0.5b.gate, .down).
 constexpr size_t kPrefetchAhead = 4 * 1024;
 
 inline void prefetch_tile(const uint16_t* tile) {
@@ -275,6 +277,60 @@ void two_panels(float* out, const PairedX& x, const uint16_t* w, int rows, int w
 // narrower x, whose pair of panels and x fit, level within noise).
 constexpr size_t kChunkBytes = 512 * 1024;
 
+// One block of x (at most 16 rows: every call of 1-16 rows) against panels p .. p + n - 1 (n <=
+// 4), every k-vector of the block loaded once for all of them: four weight streams and four
+// accumulator chains in flight. Tiles 0-3 accumulate, 4 and 5 take the panels' weights in turn,
+// 6 the block. Against two panels (two_panels<1>), bench_gemm, 1 thread, two interleaved passes,
+// 1, 5 and 16 rows of 124m.qo, q1.5b.qo, .gate, q0.5b.qo, .gate, .down: 0.90-0.99 of the time
+// (q0.5b.gate one row 507-544 -> 489-493 us, 16 rows 572-613 -> 530-531).
+void four_panels_one_block(float* out, const PairedX& x, const uint16_t* w, int rows, int width,
+                           int p, int n, int out_dim, int vectors) {
+  const size_t panel = size_t(vectors) * kAmxPanel * kAmxK;
+  const uint16_t* a = w + size_t(p) * panel;
+  const int stride = 4 * width;
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  for (int v = 0; v < vectors; ++v) {
+    const size_t at = size_t(v) * kAmxPanel * kAmxK;
+    _tile_loadd(6, x.tile(0, v), stride);
+    prefetch_tile(a + at);
+    _tile_loadd(4, a + at, 64);
+    _tile_dpbf16ps(0, 4, 6);
+    if (n > 1) {
+      prefetch_tile(a + panel + at);
+      _tile_loadd(5, a + panel + at, 64);
+      _tile_dpbf16ps(1, 5, 6);
+    }
+    if (n > 2) {
+      prefetch_tile(a + 2 * panel + at);
+      _tile_loadd(4, a + 2 * panel + at, 64);
+      _tile_dpbf16ps(2, 4, 6);
+    }
+    if (n > 3) {
+      prefetch_tile(a + 3 * panel + at);
+      _tile_loadd(5, a + 3 * panel + at, 64);
+      _tile_dpbf16ps(3, 5, 6);
+    }
+  }
+  alignas(64) float acc[kAmxPanel * 16];
+  _tile_stored(0, acc, stride);
+  write_tile(out, acc, width, 0, rows, p, out_dim);
+  if (n > 1) {
+    _tile_stored(1, acc, stride);
+    write_tile(out, acc, width, 0, rows, p + 1, out_dim);
+  }
+  if (n > 2) {
+    _tile_stored(2, acc, stride);
+    write_tile(out, acc, width, 0, rows, p + 2, out_dim);
+  }
+  if (n > 3) {
+    _tile_stored(3, acc, stride);
+    write_tile(out, acc, width, 0, rows, p + 3, out_dim);
+  }
+}
+
 TileConfig config_for(int width) {
   TileConfig c;
   const auto set = [&c](int tile, int bytes) {
@@ -320,17 +376,24 @@ void matmul_bf16_amx(float* out, const float* x, const uint16_t* w, int rows, in
     std::vector<float> scratch(chunks > 1 ? size_t(passes) * 4 * 256 + 16 : 0);
     float* saved = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch.data()) + 63) &
                                             ~uintptr_t(63));
+    if (blocks == 1) {
 #pragma omp for schedule(static)
-    for (int u = 0; u < units; ++u) {
-      const int p = 2 * u;
-      const bool pair = p + 1 < count;
-      for (int v0 = 0; v0 < vectors; v0 += chunk) {
-        for (int b0 = 0; b0 < blocks; b0 += 2) {
-          const KChunk k{v0, std::min(vectors, v0 + chunk), vectors, saved + b0 / 2 * 4 * 256};
-          if (b0 + 1 < blocks)
-            two_panels<2>(out, paired, w, rows, width, p, pair, b0, out_dim, k);
-          else
-            two_panels<1>(out, paired, w, rows, width, p, pair, b0, out_dim, k);
+      for (int q = 0; q < (count + 3) / 4; ++q)
+        four_panels_one_block(out, paired, w, rows, width, 4 * q, std::min(4, count - 4 * q),
+                              out_dim, vectors);
+    } else {
+#pragma omp for schedule(static)
+      for (int u = 0; u < units; ++u) {
+        const int p = 2 * u;
+        const bool pair = p + 1 < count;
+        for (int v0 = 0; v0 < vectors; v0 += chunk) {
+          for (int b0 = 0; b0 < blocks; b0 += 2) {
+            const KChunk k{v0, std::min(vectors, v0 + chunk), vectors, saved + b0 / 2 * 4 * 256};
+            if (b0 + 1 < blocks)
+              two_panels<2>(out, paired, w, rows, width, p, pair, b0, out_dim, k);
+            else
+              two_panels<1>(out, paired, w, rows, width, p, pair, b0, out_dim, k);
+          }
         }
       }
     }

@@ -116,49 +116,42 @@ class Characterize(CharacterizeChecks, unittest.TestCase):
         self.assertGreater(os.path.getsize(os.path.join(out, "roofline.png")), 1000)
         self.check_roofline_steps(path, K, b)
 
-    def test_bf16_compute(self):
-        """--compute bf16: recorded as the target's compute (header, /config, /models, root),
-        its vdpbf16ps peak beside the fp32 one, and the floors taken at it."""
-        if not cpu_has_bf16():
-            self.skipTest("no avx512_bf16 in /proc/cpuinfo")
-        path = os.path.join(ARGS.work, "bf16.h5")
-        # tiny-llama's checkpoint is fp32 (its config's torch_dtype): bf16 compute needs bf16
+    def check_compute(self, compute, peak_name, peak_attr, lanes):
+        """--compute `compute`: recorded as the target's compute (header, /config, /models,
+        root), its peak (`peak_attr`, `lanes` fp32 accumulators an instruction) beside the fp32
+        one, and the floors taken at it."""
+        path = os.path.join(ARGS.work, f"{compute}.h5")
+        # tiny-llama's checkpoint is fp32 (its config's torch_dtype): bf16 products need bf16
         proc = self.run_ok(1, "--target", "synthetic:tiny-llama", *QUICK, "--weight-dtype", "bf16",
-                           "--compute", "bf16", "--out", path)
-        self.assertIn("BF16 weights, bf16 compute", proc.stdout)
-        self.assertIn("# host bf16 dot-product peak", proc.stdout)
-        self.assertIn("bf16 compute), rows: floor", proc.stdout)
+                           "--compute", compute, "--out", path)
+        self.assertIn(f"BF16 weights, {compute} compute", proc.stdout)
+        self.assertIn(f"# host {peak_name} peak", proc.stdout)
+        self.assertIn(f"{compute} compute), rows: floor", proc.stdout)
         with h5py.File(path) as f:
             a = f.attrs
-            self.assertEqual(a["target_compute"], "bf16")
-            self.assertEqual(f["config"].attrs["compute"], "bf16")
-            self.assertEqual(f["models/target"].attrs["compute"], "bf16")
-            self.assertEqual(a["compute_peak"], "bf16 dot-product")
-            self.assertEqual(a["compute_peak_gflops"], a["host_bf16_dot_gflops"])
-            self.assertEqual(int(a["host_bf16_dot_lanes"]), 16)
+            self.assertEqual(a["target_compute"], compute)
+            self.assertEqual(f["config"].attrs["compute"], compute)
+            self.assertEqual(f["models/target"].attrs["compute"], compute)
+            self.assertEqual(a["compute_peak"], peak_name)
+            self.assertEqual(a["compute_peak_gflops"], a[f"{peak_attr}_gflops"])
+            self.assertEqual(int(a[f"{peak_attr}_lanes"]), lanes)
             self.assertGreater(a["host_fma_gflops"], 0)  # the other compute's, recorded too
             self.check_row_floors(f, proc.stdout)
+        return path
+
+    def test_bf16_compute(self):
+        """--compute bf16: its vdpbf16ps peak (16 lanes of 4 FLOPs)."""
+        if not cpu_has_bf16():
+            self.skipTest("no avx512_bf16 in /proc/cpuinfo")
+        self.check_compute("bf16", "bf16 dot-product", "host_bf16_dot", 16)
 
     def test_amx_compute(self):
-        """--compute amx: recorded as the target's compute, its TDPBF16PS peak beside the
-        others, and the floors taken at it."""
+        """--compute amx: its TDPBF16PS peak (256 accumulators of 64 FLOPs), above vdpbf16ps's."""
         if not cpu_has_amx_bf16():
             self.skipTest("no amx_bf16 in /proc/cpuinfo")
-        path = os.path.join(ARGS.work, "amx.h5")
-        proc = self.run_ok(1, "--target", "synthetic:tiny-llama", *QUICK, "--weight-dtype", "bf16",
-                           "--compute", "amx", "--out", path)
-        self.assertIn("BF16 weights, amx compute", proc.stdout)
-        self.assertIn("# host bf16 AMX tile peak", proc.stdout)
-        self.assertIn("amx compute), rows: floor", proc.stdout)
+        path = self.check_compute("amx", "bf16 AMX tile", "host_amx_bf16", 256)
         with h5py.File(path) as f:
-            a = f.attrs
-            self.assertEqual(a["target_compute"], "amx")
-            self.assertEqual(f["config"].attrs["compute"], "amx")
-            self.assertEqual(a["compute_peak"], "bf16 AMX tile")
-            self.assertEqual(a["compute_peak_gflops"], a["host_amx_bf16_gflops"])
-            self.assertEqual(int(a["host_amx_bf16_lanes"]), 256)
-            self.assertGreater(a["host_amx_bf16_gflops"], a["host_bf16_dot_gflops"])
-            self.check_row_floors(f, proc.stdout)
+            self.assertGreater(f.attrs["host_amx_bf16_gflops"], f.attrs["host_bf16_dot_gflops"])
 
     def test_no_forward_target_only(self):
         path = os.path.join(ARGS.work, "noforward.h5")

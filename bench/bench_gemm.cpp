@@ -269,23 +269,23 @@ int main(int argc, char** argv) {
     GemmFn fn;
     int element;
     Layout layout;
+    const char* compute;                                  // SSD_BENCH_COMPUTE that selects it
     const std::optional<ssd::HostPeakResult>* bf16_peak;  // the kernel's, if bf16 x bf16
   };
   // packed_*: what the forward pass runs under --compute f32 (CpuBackend packs every projection
   // and untied head), dot_bf16 under --compute bf16; invariant_*: the same sums as packed_* on
   // row-major weights (a tied head, tests, the GPU's reference).
-  const Kernel kernels[] = {{"packed_f32", packed_f32, 4, Layout::Packed, nullptr},
-                            {"packed_bf16", packed_bf16, 2, Layout::Packed, nullptr},
-                            {"dot_bf16", dot_bf16, 2, Layout::PackedDot, &dot_peak},
-                            {"amx_bf16", amx_bf16, 2, Layout::PackedAmx, &amx_peak},
-                            {"invariant_f32", invariant_f32, 4, Layout::RowMajor, nullptr},
-                            {"invariant_bf16", invariant_bf16, 2, Layout::RowMajor, nullptr},
-                            {"openblas_f32", openblas_f32, 4, Layout::RowMajor, nullptr}};
+  const Kernel kernels[] = {{"packed_f32", packed_f32, 4, Layout::Packed, "f32", nullptr},
+                            {"packed_bf16", packed_bf16, 2, Layout::Packed, "f32", nullptr},
+                            {"dot_bf16", dot_bf16, 2, Layout::PackedDot, "bf16", &dot_peak},
+                            {"amx_bf16", amx_bf16, 2, Layout::PackedAmx, "amx", &amx_peak},
+                            {"invariant_f32", invariant_f32, 4, Layout::RowMajor, "f32", nullptr},
+                            {"invariant_bf16", invariant_bf16, 2, Layout::RowMajor, "f32", nullptr},
+                            {"openblas_f32", openblas_f32, 4, Layout::RowMajor, "f32", nullptr}};
   // Kernel-major order: after an OpenBLAS call its pthreads busy-wait for ~0.1 s, which would
   // slow an OpenMP kernel measured right after it when threads > 1.
   for (const Kernel& k : kernels) {
-    const char* mode = k.bf16_peak == &amx_peak ? "amx" : k.bf16_peak ? "bf16" : "f32";
-    if ((compute != "both" && compute != mode) || (k.bf16_peak && !*k.bf16_peak)) continue;
+    if ((compute != "both" && compute != k.compute) || (k.bf16_peak && !*k.bf16_peak)) continue;
     const double peak = k.bf16_peak ? (*k.bf16_peak)->gflops : fma_peak;
     for (const Shape& s : shapes) {
       for (int rows : s.draft ? draft_rows : target_rows) {

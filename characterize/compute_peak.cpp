@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cpu/amx_tile_config.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/simd.h"
 
@@ -103,12 +104,8 @@ double amx_gflops(int threads) {
     const double t0 = omp_get_wtime();
 #pragma omp parallel num_threads(threads)
     {
-      struct alignas(64) {
-        uint8_t palette = 1, start_row = 0, reserved[14] = {};
-        uint16_t colsb[16] = {};
-        uint8_t rows[16] = {};
-      } config;
-      for (int t = 0; t < 6; ++t) config.rows[t] = 16, config.colsb[t] = 64;
+      AmxTileConfig config;
+      for (int t = 0; t < 6; ++t) config.set(t, 16, 64);
       _tile_loadconfig(&config);
       alignas(64) uint16_t ones[16 * 32];
       for (uint16_t& v : ones) v = 0x3400;  // 2^-23 (bf16): the sums stay small and exact

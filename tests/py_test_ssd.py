@@ -65,18 +65,18 @@ def greedy_configs():
 
 
 def bf16_compute_jobs(compute="bf16"):
-    """AR, SD and SSD under --compute bf16 or amx (tiny-llama is an fp32 checkpoint: bf16
-    weights)."""
-    bf16 = ["--compute", compute, "--weight-dtype", "bf16"]
+    """AR, SD and SSD under --compute bf16 or amx, both bf16 x bf16 products (tiny-llama is an
+    fp32 checkpoint: bf16 weights)."""
+    flags = ["--compute", compute, "--weight-dtype", "bf16"]
     c = compute
-    jobs = {f"greedy/{c}_ar_tp{tp}": (tp, [*GREEDY, *bf16, "--target-tp", str(tp)])
+    jobs = {f"greedy/{c}_ar_tp{tp}": (tp, [*GREEDY, *flags, "--target-tp", str(tp)])
             for tp in (1, 2)}
-    jobs[f"greedy/{c}_sd_k3_b3_tp1"] = (1, [*GREEDY, *bf16, "--mode", "sd", "--draft",
+    jobs[f"greedy/{c}_sd_k3_b3_tp1"] = (1, [*GREEDY, *flags, "--mode", "sd", "--draft",
                                             "perturb:0.1", "-k", "3", "--batch-size", "3"])
-    jobs[f"greedy/{c}_ssd_k3_b3_tp1"] = (2, [*GREEDY, *bf16, "--mode", "ssd", "--draft",
+    jobs[f"greedy/{c}_ssd_k3_b3_tp1"] = (2, [*GREEDY, *flags, "--mode", "ssd", "--draft",
                                              "perturb:0.1", "-k", "3", "--batch-size", "3",
                                              "--fanout", "geometric", "--budget", "auto"])
-    jobs[f"greedy/{c}_ssd_k1_b1_tp2"] = (3, [*GREEDY, *bf16, "--mode", "ssd", "--draft",
+    jobs[f"greedy/{c}_ssd_k1_b1_tp2"] = (3, [*GREEDY, *flags, "--mode", "ssd", "--draft",
                                              "synthetic:tiny-llama-other", "-k", "1",
                                              "--target-tp", "2", "--fanout", "uniform:2"])
     return jobs

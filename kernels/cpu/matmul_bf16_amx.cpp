@@ -30,6 +30,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/cpu/amx_tile_config.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/dtype.h"
 
@@ -114,14 +115,6 @@ bool tile_unit_usable() {
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
-// LDTILECFG's 64-byte operand (palette 1).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 // x rounded to bf16 and transposed into pairs, in blocks of `width` rows (the B tiles' columns;
 // the last block's missing rows zero): block b, k-vector v is a 16 x width tile of 32-bit pairs,
 // pair (r, m) = x[b * width + m][v * 32 + 2r .. + 1]. Kept per thread, so that a call allocates
@@ -131,9 +124,9 @@ class PairedX {
   void build(const float* x, int rows, int in, int width) {
     width_ = width;
     vectors_ = amx_k_vectors(in);
-    blocks_ = (rows + width - 1) / width;
+    const int blocks = (rows + width - 1) / width;
     const size_t tile = size_t(16) * width;
-    pairs_.assign(size_t(blocks_) * vectors_ * tile + 16, 0u);
+    pairs_.assign(size_t(blocks) * vectors_ * tile + 16, 0u);
     const __m512i rows_apart =
         _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
                            _mm512_set1_epi32(width));
@@ -155,14 +148,13 @@ class PairedX {
   const uint32_t* tile(int b, int v) const {
     return data() + (size_t(b) * vectors_ + v) * 16 * width_;
   }
-  int blocks() const { return blocks_; }
 
  private:
   uint32_t* data() const {
     return reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(pairs_.data()) + 63) &
                                        ~uintptr_t(63));
   }
-  int width_ = 0, vectors_ = 0, blocks_ = 0;
+  int width_ = 0, vectors_ = 0;
   mutable std::vector<uint32_t> pairs_;
 };
 
@@ -331,15 +323,11 @@ void four_panels_one_block(float* out, const PairedX& x, const uint16_t* w, int 
   }
 }
 
-TileConfig config_for(int width) {
-  TileConfig c;
-  const auto set = [&c](int tile, int bytes) {
-    c.rows[tile] = 16;
-    c.colsb[tile] = uint16_t(bytes);
-  };
-  for (int t : {0, 1, 2, 3}) set(t, 4 * width);  // accumulators: 16 columns j x width rows m
-  for (int t : {4, 5}) set(t, 64);               // weights: 16 columns j x 32 k
-  for (int t : {6, 7}) set(t, 4 * width);        // x: 16 pairs of k x width rows m
+AmxTileConfig config_for(int width) {
+  AmxTileConfig c;
+  for (int t : {0, 1, 2, 3}) c.set(t, 16, 4 * width);  // accumulators: 16 columns j x width rows m
+  for (int t : {4, 5}) c.set(t, 16, 64);               // weights: 16 columns j x 32 k
+  for (int t : {6, 7}) c.set(t, 16, 4 * width);        // x: 16 pairs of k x width rows m
   return c;
 }
 
@@ -362,7 +350,7 @@ void matmul_bf16_amx(float* out, const float* x, const uint16_t* w, int rows, in
   // The caller's: named inside the parallel region, a thread_local is each thread's own.
   const PairedX& paired = caller_paired;
   const int vectors = amx_k_vectors(in), count = amx_panels(out_dim);
-  const TileConfig config = config_for(width);
+  const AmxTileConfig config = config_for(width);
   const int units = (count + 1) / 2;
   // k in chunks where a pair of panels and the call's x (1 KiB a k-vector each, a block of x or a
   // panel) would not stay in L2 while the passes over the blocks of x take them.

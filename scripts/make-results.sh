@@ -5,7 +5,7 @@
 #   scripts/make-results.sh --analysis-only   # the tables, figures and predict.txt again from
 #                                             # the runs and characterize file already in results/
 #                                             # (after a change to analysis/)
-#   scripts/make-results.sh --set qwen2.5-coder [--analysis-only] [SWEEP...]
+#   scripts/make-results.sh --set qwen2.5-coder[-amx] [--analysis-only] [SWEEP...]
 #                                             # a named set of its own (below)
 #
 # Installs dependencies, builds Release (build/release), runs `ssd-bench characterize` and
@@ -53,7 +53,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --analysis-only) analysis_only=1; shift ;;
     --set)
-      [ $# -gt 1 ] || { echo "make-results.sh: --set needs a name (qwen2.5-coder)" >&2; exit 2; }
+      [ $# -gt 1 ] ||
+        { echo "make-results.sh: --set needs a name (qwen2.5-coder, qwen2.5-coder-amx)" >&2; exit 2; }
       set_name="$2"; shift 2 ;;
     --set=*) set_name="${1#--set=}"; shift ;;
     *) break ;;
@@ -79,7 +80,17 @@ case "$set_name" in
     char_models=(--target models/qwen2.5-coder-1.5b --draft models/qwen2.5-coder-0.5b)
     char_layout=(--map-by slot:PE=1 --bind-to core)
     defaults=(fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback fig7-batch budget-auto) ;;
-  *) echo "make-results.sh: --set: unknown set '$set_name' (known: qwen2.5-coder)" >&2; exit 2 ;;
+  qwen2.5-coder-amx)
+    # Figures 6 (left) and 7 of the pair again on a host with AMX tiles, where --compute auto
+    # takes them (C2): multi-row steps cost little more than one row, the GPU's regime, which
+    # the Zen hosts' vdpbf16ps (qwen2.5-coder above) is not. The same sweeps, a set of its own.
+    out=results/qwen2.5-coder-amx sweep_dir=sweeps/qwen-coder paper_forecasts=0 lead=fig7-batch
+    models=(qwen2.5-coder-1.5b qwen2.5-coder-0.5b)
+    char_models=(--target models/qwen2.5-coder-1.5b --draft models/qwen2.5-coder-0.5b)
+    char_layout=(--map-by slot:PE=1 --bind-to core)
+    defaults=(fig6-fallback fig7-batch) ;;
+  *) echo "make-results.sh: --set: unknown set '$set_name'" \
+       "(known: qwen2.5-coder, qwen2.5-coder-amx)" >&2; exit 2 ;;
 esac
 if [ "$analysis_only" -eq 0 ]; then
   bash scripts/install-deps.sh

@@ -58,6 +58,7 @@ class Run:
     models: dict = field(default_factory=dict)   # "target"/"draft" -> attribute dict
     ranks: dict = field(default_factory=dict)    # rank number -> attribute dict
     prompt_digest: str = ""
+    prompt_lengths: list = field(default_factory=list)  # /prompt_lengths: each prompt's tokens
     gemm: dict = field(default_factory=dict)     # characterize: /gemm columns
     gemm_attrs: dict = field(default_factory=dict)
     # characterize: its other tables (/memory, /forward, /all_reduce, /p2p) as columns, and
@@ -225,6 +226,8 @@ def load_run(path):
         if "ranks" in f:
             run.ranks = {int(k): {a: _plain(v) for a, v in g.attrs.items()}
                          for k, g in f["ranks"].items() if k.isdigit()}
+        if "prompt_lengths" in f:
+            run.prompt_lengths = [int(n) for n in f["prompt_lengths"][...]]
         if "prompt_tokens" in f:
             run.prompt_digest = hashlib.sha1(
                 np.ascontiguousarray(f["prompt_tokens"][...]).tobytes()).hexdigest()[:12]

@@ -137,8 +137,14 @@ def fallback_used(run):
 
 
 def run_context(run):
-    """A run's mean context: its prompt and half its new tokens."""
-    return int(float(run.config.get("prompt_len", 16) or 16)) + run.max_new_tokens // 2
+    """A run's mean context: its prompts' mean length (/prompt_lengths) and half its new
+    tokens. /config prompt_len is the length of generated prompts only: a --prompts file's
+    run keeps its default of 32 there, which put the pair's code prompts (53-85 tokens) at
+    half their context."""
+    lengths = getattr(run, "prompt_lengths", None)
+    prompt = (round(sum(lengths) / len(lengths)) if lengths
+              else int(float(run.config.get("prompt_len", 16) or 16)))
+    return prompt + run.max_new_tokens // 2
 
 
 def predict_run(run, char):

@@ -257,6 +257,19 @@ class Rounds(unittest.TestCase):
                          "primary")
         self.assertEqual(PV.fallback_used(SimpleNamespace(rounds={}, fallback="auto")), "auto")
 
+    def test_validation_takes_the_prompts_own_lengths_for_the_context(self):
+        from types import SimpleNamespace
+        from ssd_analysis import predict_validate as PV
+        # a --prompts file's run: /config prompt_len keeps its default, the prompts are longer
+        from_file = SimpleNamespace(config={"prompt_len": "32"}, max_new_tokens=64,
+                                    prompt_lengths=[55, 60, 81])
+        self.assertEqual(PV.run_context(from_file), 65 + 32)
+        # generated prompts (and files written before /prompt_lengths was read): prompt_len
+        generated = SimpleNamespace(config={"prompt_len": "48"}, max_new_tokens=16,
+                                    prompt_lengths=[])
+        self.assertEqual(PV.run_context(generated), 48 + 8)
+        self.assertEqual(PV.run_context(SimpleNamespace(config={}, max_new_tokens=10)), 16 + 5)
+
 
 class FiniteRuns(unittest.TestCase):
     """A measured run stops each sequence at its token limit, and its batch at the last."""

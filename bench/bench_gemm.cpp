@@ -2,7 +2,8 @@
 // forward pass uses) and row-major, the bf16 x bf16 -> fp32 kernel of --compute bf16 (dot_bf16:
 // activations rounded to bf16, AVX512_BF16's vdpbf16ps, on weights packed by
 // pack_matrix_bf16_dot), and OpenBLAS sgemm (fp32), at llama-124m's, Llama-3.2-1B's and
-// Qwen2.5-Coder-1.5B's and 0.5B's (the real pair: q1.5b.*, q0.5b.*) linear shapes, for the row
+// Qwen2.5-Coder-1.5B's and 0.5B's (the real pair: q1.5b.*, q0.5b.*) linear shapes and their
+// untied heads (q*.head: 467 and 272 MB of bf16, the 0.5B draft's largest matrix), for the row
 // counts decoding uses: 1 (AR), 2, 3 and 5 (K + 1 at K = 2, SSD's -k auto choice on the Qwen
 // pair, and at K = 4), 4, 8, 10, 16 (batch x (K+1), SSD branches), 32, 80 (batch 16 x (K+1)) and
 // 128 (prefill); and at the drafts' shapes (llama-12m, q0.5b) with 20 and 40 rows as well: an
@@ -251,17 +252,18 @@ int main(int argc, char** argv) {
     int in, out;
     bool draft;  // the draft's: the cache build's row counts too
   };
-  const Shape shapes[] = {{"124m.qo", 768, 768, false},      {"124m.kv", 768, 256, false},
-                          {"124m.gate", 768, 2048, false},   {"124m.down", 2048, 768, false},
-                          {"124m.head", 768, 32000, false},  {"12m.qo", 256, 256, true},
-                          {"12m.kv", 256, 128, true},        {"12m.gate", 256, 688, true},
-                          {"12m.down", 688, 256, true},      {"12m.head", 256, 32000, true},
-                          {"1b.qo", 2048, 2048, false},      {"1b.gate", 2048, 8192, false},
-                          {"1b.down", 8192, 2048, false},    {"q1.5b.qo", 1536, 1536, false},
-                          {"q1.5b.kv", 1536, 256, false},    {"q1.5b.gate", 1536, 8960, false},
-                          {"q1.5b.down", 8960, 1536, false}, {"q0.5b.qo", 896, 896, true},
-                          {"q0.5b.kv", 896, 128, true},      {"q0.5b.gate", 896, 4864, true},
-                          {"q0.5b.down", 4864, 896, true}};
+  const Shape shapes[] = {{"124m.qo", 768, 768, false},       {"124m.kv", 768, 256, false},
+                          {"124m.gate", 768, 2048, false},    {"124m.down", 2048, 768, false},
+                          {"124m.head", 768, 32000, false},   {"12m.qo", 256, 256, true},
+                          {"12m.kv", 256, 128, true},         {"12m.gate", 256, 688, true},
+                          {"12m.down", 688, 256, true},       {"12m.head", 256, 32000, true},
+                          {"1b.qo", 2048, 2048, false},       {"1b.gate", 2048, 8192, false},
+                          {"1b.down", 8192, 2048, false},     {"q1.5b.qo", 1536, 1536, false},
+                          {"q1.5b.kv", 1536, 256, false},     {"q1.5b.gate", 1536, 8960, false},
+                          {"q1.5b.down", 8960, 1536, false},  {"q0.5b.qo", 896, 896, true},
+                          {"q0.5b.kv", 896, 128, true},       {"q0.5b.gate", 896, 4864, true},
+                          {"q0.5b.down", 4864, 896, true},    {"q0.5b.head", 896, 151936, true},
+                          {"q1.5b.head", 1536, 151936, false}};
   const std::vector<int> target_rows = {1, 2, 3, 4, 5, 8, 10, 16, 32, 80, 128};
   const std::vector<int> draft_rows = {1, 2, 4, 5, 8, 10, 16, 20, 32, 40, 80, 128};
   struct Kernel {

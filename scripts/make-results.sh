@@ -75,23 +75,18 @@ defaults=(fig7-speedup fig7-pareto fig3-fanout fig4-temperature fig5-saguaro-c f
   fig6-draft-ranks)
 case "$set_name" in
   "") ;;
-  qwen2.5-coder)
+  qwen2.5-coder | qwen2.5-coder-amx)
     # Figure 7's runs lead: an SD run for the roofline's draft step, SSD at b = 1 for the
     # timeline (fig3-fanout's SSD alternates an empty cache with the backup by design).
-    out=results/qwen2.5-coder sweep_dir=sweeps/qwen-coder paper_forecasts=0 lead=fig7-batch
+    out=results/$set_name sweep_dir=sweeps/qwen-coder paper_forecasts=0 lead=fig7-batch
     models=(qwen2.5-coder-1.5b qwen2.5-coder-0.5b)
     char_models=(--target models/qwen2.5-coder-1.5b --draft models/qwen2.5-coder-0.5b)
     char_layout=(--map-by slot:PE=1 --bind-to core)
-    defaults=(fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback fig7-batch budget-auto) ;;
-  qwen2.5-coder-amx)
-    # Figures 6 (left) and 7 of the pair again on a host with AMX tiles, where --compute auto
-    # takes them (C2): multi-row steps cost little more than one row, the GPU's regime, which
-    # the Zen hosts' vdpbf16ps (qwen2.5-coder above) is not. The same sweeps, a set of its own.
-    out=results/qwen2.5-coder-amx sweep_dir=sweeps/qwen-coder paper_forecasts=0 lead=fig7-batch
-    models=(qwen2.5-coder-1.5b qwen2.5-coder-0.5b)
-    char_models=(--target models/qwen2.5-coder-1.5b --draft models/qwen2.5-coder-0.5b)
-    char_layout=(--map-by slot:PE=1 --bind-to core)
-    defaults=(fig6-fallback fig7-batch) ;;
+    defaults=(fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback fig7-batch budget-auto)
+    # -amx: Figures 6 (left) and 7 again on a host with AMX tiles, where --compute auto takes
+    # them (C2): multi-row steps cost little more than one row, the GPU's regime, which the Zen
+    # hosts' vdpbf16ps (qwen2.5-coder) is not. The same sweeps, a set of its own.
+    [ "$set_name" = qwen2.5-coder ] || defaults=(fig6-fallback fig7-batch) ;;
   *) echo "make-results.sh: --set: unknown set '$set_name'" \
        "(known: qwen2.5-coder, qwen2.5-coder-amx)" >&2; exit 2 ;;
 esac

@@ -275,13 +275,9 @@ constexpr size_t kChunkBytes = 512 * 1024;
 // 6 the block. Against two panels (two_panels<1>), bench_gemm, 1 thread, two interleaved passes,
 // 1, 5 and 16 rows of 124m.qo, q1.5b.qo, .gate, q0.5b.qo, .gate, .down: 0.90-0.99 of the time
 // (q0.5b.gate one row 507-544 -> 489-493 us, 16 rows 572-613 -> 530-531).
-//
-// Its weight tiles load with TILELOADDT1, the hint that they will not be used again (each is read
-// once a call here; two_panels reads its tiles again for every block of x, from L2, and keeps
-// TILELOADD). The 0.5B draft's one-row decode, 48 tokens of code2 x 3 repetitions, three
-// interleaved pairs: 12.03-12.29 -> 12.47-12.61 tok/s (bf16's vdpbf16ps: 12.87); the 1.5B
-// target level (3.91, 4.16 -> 4.06, 4.02). Packing the four panels' tiles next to each other
-// (one stream instead of four) was level in bench_gemm.
+// Weight tiles load with TILELOADDT1 (read once a call; two_panels re-reads its tiles from L2):
+// the 0.5B draft's one-row decode 12.03-12.29 -> 12.47-12.61 tok/s, three interleaved pairs
+// (bf16: 12.87); the 1.5B target level. One weight stream instead of four was level.
 void four_panels_one_block(float* out, const PairedX& x, const uint16_t* w, int rows, int width,
                            int p, int n, int out_dim, int vectors) {
   const size_t panel = size_t(vectors) * kAmxPanel * kAmxK;

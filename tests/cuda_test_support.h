@@ -16,8 +16,13 @@
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_device.h"
 #include "model/model.h"
+#include "tests/bitwise_compare.h"
 
 namespace ssd::cuda_test {
+
+using test::bits_equal;
+using test::expect_bitwise_equal;
+using test::row_of;
 
 using Logits = ForwardBatch::Logits;
 using Tokens = std::vector<int32_t>;
@@ -72,10 +77,6 @@ inline std::vector<float> get(Backend& be, const Buffer& b, size_t count) {
   return out;
 }
 
-inline bool bits_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 // |got - want| <= abs_tol + rel_tol * |want| everywhere; reports the worst element.
 inline void expect_close(const std::vector<float>& got, const std::vector<float>& want,
                          double rel_tol, double abs_tol, const std::string& what) {
@@ -94,21 +95,6 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
   }
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size() << " elements off; worst ["
                      << worst << "] got " << got[worst] << " want " << want[worst];
-}
-
-inline void expect_bitwise_equal(const std::vector<float>& got, const std::vector<float>& want,
-                                 const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  ASSERT_FALSE(got.empty()) << what;
-  if (bits_equal(got, want)) return;
-  size_t differ = 0;
-  double max_diff = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i] != want[i]) ++differ;
-    max_diff = std::max(max_diff, double(std::fabs(got[i] - want[i])));
-  }
-  ADD_FAILURE() << what << ": " << differ << " of " << got.size() << " values differ, max |diff| "
-                << max_diff;
 }
 
 // Whole-model logits: max |diff| < 5% of max |logit| and rms relative error < 3% (see top).

@@ -65,10 +65,6 @@ struct Session : test::ForwardSession {
       : ForwardSession(loaded.model, sequences, capacity) {}
 };
 
-std::vector<float> row_of(const std::vector<float>& logits, int row, int vocab) {
-  return {logits.begin() + size_t(row) * vocab, logits.begin() + size_t(row + 1) * vocab};
-}
-
 const Tokens kPrefix = {1, 17, 200, 3, 45, 99, 250};
 
 class CudaModel : public GpuTest {};

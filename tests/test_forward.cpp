@@ -17,6 +17,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "model/weights.h"
+#include "tests/bitwise_compare.h"
 #include "tests/test_support.h"
 #if defined(SSD_HAVE_CUDA)
 #include "kernels/cuda/cuda_backend.h"
@@ -27,6 +28,8 @@ namespace ssd {
 namespace {
 
 using Logits = ForwardBatch::Logits;
+using test::expect_bitwise_equal;
+using test::row_of;
 using Tokens = std::vector<int32_t>;
 
 struct Loaded {
@@ -53,26 +56,6 @@ struct Session : test::ForwardSession {
   Session(Loaded& loaded, int sequences, int capacity)
       : ForwardSession(loaded.model, sequences, capacity) {}
 };
-
-// Row `row` of `logits` ([rows][vocab]) as its own vector.
-std::vector<float> row_of(const std::vector<float>& logits, int row, int vocab) {
-  return {logits.begin() + size_t(row) * vocab, logits.begin() + size_t(row + 1) * vocab};
-}
-
-void expect_bitwise_equal(const std::vector<float>& got, const std::vector<float>& want,
-                          const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  ASSERT_FALSE(got.empty()) << what;
-  if (std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0) return;
-  double max_diff = 0;
-  size_t differ = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (got[i] != want[i]) ++differ;
-    max_diff = std::max(max_diff, double(std::fabs(got[i] - want[i])));
-  }
-  ADD_FAILURE() << what << ": " << differ << " of " << got.size() << " logits differ, max |diff| "
-                << max_diff;
-}
 
 const Tokens kPrefix = {1, 17, 200, 3, 45, 99, 250};  // P = 7
 const Tokens kOther = {8, 9, 10, 11, 12};             // another sequence's prompt

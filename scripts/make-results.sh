@@ -83,10 +83,10 @@ case "$set_name" in
     char_models=(--target models/qwen2.5-coder-1.5b --draft models/qwen2.5-coder-0.5b)
     char_layout=(--map-by slot:PE=1 --bind-to core)
     defaults=(fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback fig7-batch budget-auto)
-    # -amx: Figures 6 (left) and 7 again on a host with AMX tiles, where --compute auto takes
-    # them (C2): multi-row steps cost little more than one row, the GPU's regime, which the Zen
-    # hosts' vdpbf16ps (qwen2.5-coder) is not. The same sweeps, a set of its own.
-    [ "$set_name" = qwen2.5-coder ] || defaults=(fig6-fallback fig7-batch) ;;
+    # -amx: the same sweeps on a host with AMX tiles, where --compute auto takes them (C2):
+    # multi-row steps cost little more than one row, the GPU's regime, which the Zen hosts'
+    # vdpbf16ps (qwen2.5-coder) is not. A set of its own.
+    ;;
   *) echo "make-results.sh: --set: unknown set '$set_name'" \
        "(known: qwen2.5-coder, qwen2.5-coder-amx)" >&2; exit 2 ;;
 esac

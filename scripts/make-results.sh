@@ -40,9 +40,9 @@
 # ~45 minutes on a quiet 2-core Zen 4 machine (2026-11-29: characterize ~3, fig3 ~4,
 # fig4 ~5, fig5 ~3, fig6-fallback ~7, fig7-batch ~19, budget-auto ~4), most of it loading the
 # pair (~25 s for the target alone, ~50 s for both at once), once per run.
-# --set qwen2.5-coder-amx: fig6-fallback and fig7-batch alone, into results/qwen2.5-coder-amx/,
-# for a host whose --compute auto is amx (AMX tiles); ~38 minutes on the 2-core Intel guest
-# (2026-12-02: characterize ~6, fig6-fallback ~10, fig7-batch ~23).
+# --set qwen2.5-coder-amx: the same sweeps into results/qwen2.5-coder-amx/, for a host whose
+# --compute auto is amx (AMX tiles); ~70 minutes on the 2-core Intel guest (2026-12-02:
+# characterize ~6, fig3 ~7, fig4 ~8, fig5 ~4, fig6-fallback ~10, fig7-batch ~23, budget-auto ~5).
 #
 # Exit status: nonzero when a run fails, a sweep's figure is not drawn, or validate finds an
 # SD/SSD run without an AR baseline (or an unreadable file). Checks outside validate's

@@ -24,6 +24,7 @@
 #include "model/weights.h"
 #include "ssd/model_group.h"
 #include "ssd/sampling.h"
+#include "tests/bitwise_compare.h"
 
 namespace ssd {
 namespace {
@@ -190,11 +191,7 @@ TEST_P(TensorParallel, VerifyCallEqualsDecodeStepsBitExactly) {
     std::vector<float> got;
     tp.group->forward(decode, got);
     length[1] += 1;
-    ASSERT_EQ(got.size(), size_t(vocab));
-    const float* want = verified.data() + size_t(i) * vocab;
-    EXPECT_EQ(std::memcmp(got.data(), want, vocab * sizeof(float)), 0)
-        << "token " << i << ": max |diff| "
-        << max_abs_diff(got, std::vector<float>(want, want + vocab));
+    test::expect_bitwise_equal(got, test::row_of(verified, i, vocab), "token " + std::to_string(i));
   }
 }
 

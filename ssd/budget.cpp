@@ -10,31 +10,19 @@ std::vector<BudgetPrediction> predict_budgets(const BudgetInputs& in) {
   const int K = in.lookahead;
   if (K < 1 || in.rows < 1 || in.max_fanout_total < 0)
     throw std::invalid_argument("predict_budgets: needs K >= 1, rows >= 1, max_fanout_total >= 0");
-  const double a = std::clamp(in.acceptance, 0.0, 1.0);
-  const double r = std::max(in.r, 1e-3);
-  // A.2: exactly k of K accepted with weight a^k (1-a), all K with a^K; E_hit = 1 + sum a^i.
-  std::vector<double> w(K + 1);
-  double reach = 1.0, e_hit = 1.0;
-  for (int k = 0; k <= K; ++k, reach *= a) {
-    w[k] = k < K ? reach * (1.0 - a) : reach;
-    if (k > 0) e_hit += reach;
-  }
-  // Grow the optimal shape one unit at a time (the same rule as geometric_fanout), tracking
-  // p_hit = sum_k w_k (1 - (F_k+1)^{-r}).
+  const double a = std::clamp(in.law.acceptance, 0.0, 1.0);
+  double e_hit = 1.0, reach = 1.0;  // A.2: E_hit = 1 + sum_{i=1..K} a^i
+  for (int i = 1; i <= K; ++i) e_hit += (reach *= a);
+  // Grow the optimal shape one unit at a time (geometric_fanout's rule), tracking p_hit.
+  const FanoutObjective objective(K, in.law);
   std::vector<int> shape(K + 1, 0);
   double p_hit = 0.0;
   std::vector<BudgetPrediction> out;
   out.reserve(in.max_fanout_total + 1);
   for (int fanout_total = 0; fanout_total <= in.max_fanout_total; ++fanout_total) {
     if (fanout_total > 0) {
-      int best = 0;
-      double best_gain = -1.0;
-      for (int k = 0; k <= K; ++k) {
-        const double gain = w[k] * (std::pow(shape[k] + 1.0, -r) - std::pow(shape[k] + 2.0, -r));
-        if (gain > best_gain) best = k, best_gain = gain;
-      }
-      ++shape[best];
-      p_hit += best_gain;
+      const int k = objective.best_position(shape);
+      p_hit += objective.gain(k, shape[k]++);
     }
     BudgetPrediction p;
     p.fanout_total = fanout_total;

@@ -29,8 +29,7 @@ struct BudgetInputs {
   // One branch step over n branch rows, in seconds: as measured (ssd/step_cost.h); free unless
   // set.
   std::function<double(double rows)> step_s = [](double) { return 0.0; };
-  double acceptance = kFanoutPrior;  // a of the primary, and r of the shifted power law
-  double r = kFanoutPrior;
+  FanoutLaw law;  // the primary's a and its power laws (ssd/fanout.h)
   // Fallback after a miss, for the whole batch: the primary drafting just in time (yielding
   // E_hit tokens) or the backup (yielding e_miss_backup = 1 + its mean accepted count).
   double primary_fallback_s = 0.0;
@@ -42,7 +41,7 @@ struct BudgetInputs {
 
 struct BudgetPrediction {
   int fanout_total = 0;          // B = sum F_k per sequence, the cache this prediction builds
-  double p_hit = 0.0;            // per sequence, with Theorem 12's shape for this B
+  double p_hit = 0.0;            // per sequence, with geometric_fanout's shape for this B
   double build_s = 0.0;          // glue + K branch steps
   double round_s = 0.0;          // Corollary 16's expected round time, in seconds
   double tokens_per_s = 0.0;     // rows * expected tokens per round / round_s

@@ -35,23 +35,68 @@ FanoutSpec parse_fanout(const std::string& text);
 // Its r is not the paper's: analysis reports both (ssd_analysis.metrics.fit_power_law_mle and
 // fit_power_law_paper_mle).
 
-// The integer shape that maximises expected_hit_rate (A.2's objective under the shifted law)
-// among all shapes of non-negative integers summing to B: the objective is separable and
-// concave in each F_k, so giving each unit of budget to the largest marginal gain (ties to the
-// smaller k, reached more often) is exactly optimal. Over real shapes, Theorem 12 (Appendix
-// A.2) is the paper's law's optimum, and its series in G_k = F_k + 1 with budget B + K + 1 the
-// shifted law's where every F_k stays > 0 (Theorem 18's first-order conditions; F_k = 0 where
-// it would not); this shape stays within K of the latter (the oracles of
-// tests/test_fanout_geometric.cpp).
-// a is clamped to [0, 1], r to >= 1e-3; throws std::invalid_argument for K < 0, a negative
-// fanout_total or a NaN a or r.
-std::vector<int> geometric_fanout(int K, int fanout_total, double acceptance, double r);
+// a and r before a run has measured them (--fanout-alpha / --fanout-r auto): a prior, not a fit.
+inline constexpr double kFanoutPrior = 0.7;
+
+// What shapes a geometric fan-out: the acceptance a and the power-law exponents of the hit
+// rate. Theorem 18 lets the hit-rate curve depend on the condition; Theorem 12 takes one law for
+// all. Two are kept here (ssd/fanout_estimator.h fits them): after a rejection at k + 1 (k < K)
+// the bonus is drawn from the residual max(p_t - p_d, 0), after all K are accepted from the
+// target's own distribution, which the draft ranks far better (the Qwen pair's top 2 holds it in
+// 84-88% of such rounds against 56-62% after a rejection, at T = 0.5 and 1).
+struct FanoutLaw {
+  double acceptance = kFanoutPrior;
+  double r = kFanoutPrior;      // positions k < K
+  double r_all = kFanoutPrior;  // k = K, every drafted token accepted
+};
+
+// A.2's objective term by term for a law at lookahead K: position k's weight w_k, the chance
+// that exactly k are accepted (a^k (1-a) for k < K, a^K for K), times its hit rate
+// 1 - (F_k+1)^{-r_k}, r_k = r below K and r_all at K (Theorem 18's first-order conditions then
+// equalise w_k h_k'(F_k)). Separable and concave in each F_k, so a greedy allocation of whole
+// units is exactly optimal; geometric_fanout and --budget auto's predictions (ssd/budget.h)
+// share it.
+class FanoutObjective {
+ public:
+  // a is clamped to [0, 1], r and r_all to >= 1e-3.
+  FanoutObjective(int K, const FanoutLaw& law);
+  // w_k (1 - (F+1)^{-r_k}): what F guesses at position k add to p_hit.
+  double hit(int k, int fanout) const;
+  // What one more guess there adds: hit(k, F+1) - hit(k, F).
+  double gain(int k, int fanout) const;
+  // The position whose next guess gains most (ties to the smaller k, reached more often).
+  int best_position(const std::vector<int>& shape) const;
+  int lookahead() const { return int(weight_.size()) - 1; }
+
+ private:
+  std::vector<double> weight_, r_;
+};
+
+// The integer shape that maximises expected_hit_rate among all shapes of non-negative integers
+// summing to B (FanoutObjective's greedy). Over real shapes with r = r_all, Theorem 12
+// (Appendix A.2) is the paper's law's optimum, and its series in G_k = F_k + 1 with budget
+// B + K + 1 the shifted law's where every F_k stays > 0 (Theorem 18's first-order conditions;
+// F_k = 0 where it would not); this shape stays within K of the latter (the oracles of
+// tests/test_fanout_geometric.cpp). Throws std::invalid_argument for K < 0, a negative
+// fanout_total or a NaN a, r or r_all.
+std::vector<int> geometric_fanout(int K, int fanout_total, const FanoutLaw& law);
 
 // The integer shape for a spec at lookahead K, total fan-out B = fanout_total (geometric
-// only; spec.fanout_total > 0 overrides it) and the current (a, r) estimates. Throws
-// InputError if a list has the wrong length (naming --fanout and K).
-std::vector<int> resolve_fanout(const FanoutSpec& spec, int K, int fanout_total, double acceptance,
-                                double r);
+// only; spec.fanout_total > 0 overrides it) and the current law estimates. Throws InputError if
+// a list has the wrong length (naming --fanout and K).
+std::vector<int> resolve_fanout(const FanoutSpec& spec, int K, int fanout_total,
+                                const FanoutLaw& law);
+
+// p_hit,p of a shape under a law (A.2, Theorem 18): sum_k w_k (1 - (F_k+1)^{-r_k}).
+double expected_hit_rate(const std::vector<int>& shape, const FanoutLaw& law);
+
+// Theorem 12's single law: r at every position.
+inline std::vector<int> geometric_fanout(int K, int fanout_total, double acceptance, double r) {
+  return geometric_fanout(K, fanout_total, FanoutLaw{acceptance, r, r});
+}
+inline double expected_hit_rate(const std::vector<int>& shape, double acceptance, double r) {
+  return expected_hit_rate(shape, FanoutLaw{acceptance, r, r});
+}
 
 // The verification window's limit: the largest total fan-out per sequence B such that the
 // glue step and K branch steps, each over rows * B rows costing step_a + step_b * rows * B
@@ -62,53 +107,5 @@ std::vector<int> resolve_fanout(const FanoutSpec& spec, int K, int fanout_total,
 // that pays.
 int window_fanout_limit(double window_s, double glue_s, double step_a, double step_b, int K,
                         int rows, int max_fanout_total);
-
-// A.2's objective p_hit,p({F_k}) = a^K h(F_K) + sum_{k<K} a^k (1-a) h(F_k) with the shifted
-// power law h(F) = 1 - (F+1)^{-r} (see above). For tests and reports.
-double expected_hit_rate(const std::vector<int>& shape, double acceptance, double r);
-
-// a and r before a run has measured them (--fanout-alpha / --fanout-r auto): a prior, not a fit.
-inline constexpr double kFanoutPrior = 0.7;
-
-// The acceptance a and power-law exponent r that shape a fan-out (Theorem 12's inputs).
-struct FanoutLaw {
-  double acceptance = kFanoutPrior;
-  double r = kFanoutPrior;
-};
-
-// Online estimates for --fanout-alpha auto / --fanout-r auto (one instance for the primary
-// shape, one for the backup shape).
-class FanoutEstimator {
- public:
-  // Each of a and r fixed where given (>= 0; < 0 = auto), else estimated from the run so far,
-  // kFanoutPrior until there is something to estimate from. The a it shapes with is the
-  // acceptance estimate pulled towards kFanoutPrior by kPriorTrials trials (see fanout.cpp).
-  FanoutLaw law(double fixed_acceptance, double fixed_r) const;
-  // One verification outcome of a round speculated by this speculator: k accepted of K
-  // drafted, and the 1-based rank of the realised bonus token in the draft's candidate list at
-  // position k (0 when it was not in the list at all, i.e. rank > the list length L examined).
-  void observe(int accepted, int drafted, int bonus_rank, int list_length);
-  // The per-token acceptance rate a of A.2's capped geometric model, or fallback when nothing
-  // was observed: accepted / (accepted + rounds with a rejection), its maximum-likelihood
-  // estimate. (accepted/drafted would underestimate a: positions after a rejection are never
-  // tried; at a = 0.8, K = 4 it gives 0.59.)
-  double acceptance(double fallback) const;
-  // r from fitting the power law of Definition 11 to the observed ranks (see fanout.cpp for
-  // the shifted form and the weighting); fallback with fewer than kMinObservations
-  // informative observations.
-  double power_law_r(double fallback) const;
-  int observations() const { return observations_; }
-
-  static constexpr int kMinObservations = 16;
-  static constexpr double kPriorTrials = 4.0;  // the weight of kFanoutPrior in law()'s a
-  static constexpr int kMaxRank = 1024;        // ranks/list lengths beyond this are censored here
-
- private:
-  int observations_ = 0;
-  int informative_ = 0;  // observations with a known rank or a non-empty list
-  int64_t accepted_ = 0, drafted_ = 0;
-  std::vector<int64_t> rank_count_;      // [j] = observations with bonus rank j (1-based)
-  std::vector<int64_t> censored_count_;  // [L] = observations with rank > L (not in a list)
-};
 
 }  // namespace ssd

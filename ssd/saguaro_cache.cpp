@@ -31,9 +31,7 @@ void SaguaroDrafter::choose_auto_budget(int rows, int batch) {
   in.verify_s = meter_.verify_s();
   in.glue_s = glue_s_;
   in.step_s = [this](double rows) { return step_cost_.seconds(rows); };
-  const FanoutLaw law = primary_stats_.law(s_.alpha, s_.r);
-  in.acceptance = law.acceptance;
-  in.r = law.r;
+  in.law = primary_stats_.law(s_.alpha, s_.r);
   // Just in time, the primary drafts K steps for the batch; before it ever did, that is K
   // branch-sized steps over one row per sequence.
   in.primary_fallback_s = meter_.primary_fallbacks() ? meter_.mean_primary_fallback_s()

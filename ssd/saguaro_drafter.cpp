@@ -69,8 +69,7 @@ std::vector<int32_t> SaguaroDrafter::shape_for(SpeculationSource source) const {
   const FanoutSpec& spec = backup ? s_.backup_fanout : s_.fanout;
   const FanoutLaw law = (backup ? backup_stats_ : primary_stats_).law(s_.alpha, s_.r);
   const int fanout_total = spec.fanout_total > 0 ? spec.fanout_total : current_fanout_total();
-  std::vector<int> shape =
-      resolve_fanout(spec, primary_.lookahead(), fanout_total, law.acceptance, law.r);
+  std::vector<int> shape = resolve_fanout(spec, primary_.lookahead(), fanout_total, law);
   return std::vector<int32_t>(shape.begin(), shape.end());
 }
 

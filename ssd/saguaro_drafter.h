@@ -22,6 +22,7 @@
 #include "ssd/drafter.h"
 #include "ssd/fallback.h"
 #include "ssd/fanout.h"
+#include "ssd/fanout_estimator.h"
 #include "ssd/model_group.h"
 #include "ssd/speculation_meter.h"
 #include "ssd/step_cost.h"

@@ -27,8 +27,7 @@ TEST(PredictBudgets, KnownAnswerForOneGuess) {
   in.verify_s = 1.0;
   in.glue_s = 0.1;
   in.step_s = step_line(0.2, 0.05);
-  in.acceptance = 0.5;
-  in.r = 1.0;
+  in.law = FanoutLaw{0.5, 1.0, 1.0};
   in.primary_fallback_s = 0.4;
   in.backup_fallback_allowed = false;
   const std::vector<BudgetPrediction> p = predict_budgets(in);
@@ -51,12 +50,13 @@ TEST(PredictBudgets, HitRatesAreThoseOfTheOptimalShapes) {
   in.lookahead = 4;
   in.max_fanout_total = 40;
   in.verify_s = 1.0;
-  in.acceptance = 0.8;
-  in.r = 0.6;
-  const std::vector<BudgetPrediction> p = predict_budgets(in);
-  for (int b = 0; b <= 40; ++b)
-    EXPECT_NEAR(p[b].p_hit, expected_hit_rate(geometric_fanout(4, b, 0.8, 0.6), 0.8, 0.6), 1e-12)
-        << b;
+  // Theorem 12's one law, and Theorem 18's two (a second curve for the all-accepted position).
+  for (const FanoutLaw& law : {FanoutLaw{0.8, 0.6, 0.6}, FanoutLaw{0.85, 0.83, 2.45}}) {
+    in.law = law;
+    const std::vector<BudgetPrediction> p = predict_budgets(in);
+    for (int b = 0; b <= 40; ++b)
+      EXPECT_NEAR(p[b].p_hit, expected_hit_rate(geometric_fanout(4, b, law), law), 1e-12) << b;
+  }
 }
 
 // A draft step that does not fit the verification window: the old rule (the most fan-out that
@@ -71,8 +71,7 @@ TEST(BestBudget, PaysForABuildLongerThanTheVerification) {
   in.glue_s = 0.1;
   const double step_a = 0.5, step_b = 0.01;  // a branch step is half a verification: K never fit
   in.step_s = step_line(step_a, step_b);
-  in.acceptance = 0.8;
-  in.r = 2.0;
+  in.law = FanoutLaw{0.8, 2.0, 2.0};
   in.primary_fallback_s = 4 * 0.51;  // K just-in-time steps of one row
   in.backup_fallback_allowed = false;
   ASSERT_EQ(window_fanout_limit(in.verify_s, in.glue_s, step_a, step_b, 4, 1, 64), 0);
@@ -91,8 +90,7 @@ TEST(BestBudget, ZeroWhenNoCachePaysForItself) {
   in.lookahead = 3;
   in.verify_s = 1.0;
   in.step_s = step_line(10.0, 0.0);
-  in.acceptance = 0.7;
-  in.r = 0.5;
+  in.law = FanoutLaw{0.7, 0.5, 0.5};
   in.primary_fallback_allowed = false;
   in.backup_fallback_s = 0.0;
   in.e_miss_backup = 1 + 0.7 + 0.49 + 0.343;
@@ -150,8 +148,7 @@ TEST(PredictBudgets, TheWholeBatchWaitsOnAMiss) {
   in.max_fanout_total = 48;
   in.verify_s = 1.0;
   in.step_s = step_line(0.02, 0.002);
-  in.acceptance = 0.8;
-  in.r = 0.7;
+  in.law = FanoutLaw{0.8, 0.7, 0.7};
   in.primary_fallback_s = 0.5;
   in.backup_fallback_allowed = false;
   const std::vector<BudgetPrediction> alone = predict_budgets(in);
@@ -242,8 +239,7 @@ TEST(BestBudget, AFlatStepCurveBuysTheBiggerCache) {
   in.max_fanout_total = 16;
   in.verify_s = 0.200;
   in.glue_s = 0.040;
-  in.acceptance = 0.89;
-  in.r = 1.77;
+  in.law = FanoutLaw{0.89, 1.77, 1.77};
   in.primary_fallback_s = 0.170;
   in.backup_fallback_allowed = false;
   StepCostCurve measured;

@@ -13,6 +13,7 @@
 
 #include "kernels/errors.h"
 #include "ssd/fanout.h"
+#include "ssd/fanout_estimator.h"
 
 namespace ssd {
 namespace {
@@ -53,12 +54,12 @@ TEST(ParseFanout, ErrorsNameTheValueAndTheExpectation) {
 }
 
 TEST(ResolveFanout, UniformAndList) {
-  EXPECT_EQ(resolve_fanout(parse_fanout("uniform:3"), 4, 0, 0.5, 1.0),
+  EXPECT_EQ(resolve_fanout(parse_fanout("uniform:3"), 4, 0, FanoutLaw{0.5, 1.0, 1.0}),
             (std::vector<int>{3, 3, 3, 3, 3}));
-  EXPECT_EQ(resolve_fanout(parse_fanout("list:4,3,2,1,1"), 4, 0, 0.5, 1.0),
+  EXPECT_EQ(resolve_fanout(parse_fanout("list:4,3,2,1,1"), 4, 0, FanoutLaw{0.5, 1.0, 1.0}),
             (std::vector<int>{4, 3, 2, 1, 1}));
   try {
-    resolve_fanout(parse_fanout("list:4,3,2"), 4, 0, 0.5, 1.0);
+    resolve_fanout(parse_fanout("list:4,3,2"), 4, 0, FanoutLaw{0.5, 1.0, 1.0});
     ADD_FAILURE() << "a 3-entry list resolved at K = 4";
   } catch (const InputError& e) {
     const std::string what = e.what();
@@ -68,9 +69,11 @@ TEST(ResolveFanout, UniformAndList) {
 }
 
 TEST(ResolveFanout, GeometricBudgetFromSpecOrFlag) {
-  const std::vector<int> own = resolve_fanout(parse_fanout("geometric:30"), 4, 7, 0.7, 1.0);
+  const std::vector<int> own =
+      resolve_fanout(parse_fanout("geometric:30"), 4, 7, FanoutLaw{0.7, 1.0, 1.0});
   EXPECT_EQ(std::accumulate(own.begin(), own.end(), 0), 30);
-  const std::vector<int> flag = resolve_fanout(parse_fanout("geometric"), 4, 7, 0.7, 1.0);
+  const std::vector<int> flag =
+      resolve_fanout(parse_fanout("geometric"), 4, 7, FanoutLaw{0.7, 1.0, 1.0});
   EXPECT_EQ(std::accumulate(flag.begin(), flag.end(), 0), 7);
   EXPECT_EQ(flag, geometric_fanout(4, 7, 0.7, 1.0));
 }
@@ -157,6 +160,54 @@ TEST(FanoutEstimator, AlwaysTopCandidateMeansLargeR) {
   FanoutEstimator est;
   for (int i = 0; i < 100; ++i) est.observe(4, 4, 1, 64);
   EXPECT_GT(est.power_law_r(0.7), 5.0);
+}
+
+TEST(FanoutEstimator, FitsACurvePerCondition) {
+  // Theorem 18's two conditions drawn from different laws: the bonus after all K = 4 accepted
+  // from r = 2.5, after a rejection from r = 0.6. The law takes each its own r (the pull
+  // towards the pooled fit is 8 of ~2000 observations); the pooled r lies between.
+  std::mt19937_64 rng(3);
+  FanoutEstimator est;
+  const int L = 64;
+  for (int i = 0; i < 4000; ++i) {
+    const bool all = i % 2 == 0;
+    const int rank = synthetic_rank(rng, all ? 2.5 : 0.6);
+    est.observe(all ? 4 : 1, 4, rank <= L ? rank : 0, L);
+  }
+  const FanoutLaw law = est.law(-1.0, -1.0);
+  EXPECT_NEAR(law.r, 0.6, 0.06);
+  EXPECT_NEAR(law.r_all, 2.5, 0.25);
+  const double pooled = est.power_law_r(-1.0);
+  EXPECT_GT(pooled, law.r + 0.1);
+  EXPECT_LT(pooled, law.r_all - 0.1);
+  // A fixed r is Theorem 12's one law for both.
+  const FanoutLaw fixed = est.law(-1.0, 1.5);
+  EXPECT_EQ(fixed.r, 1.5);
+  EXPECT_EQ(fixed.r_all, 1.5);
+}
+
+TEST(FanoutEstimator, AConditionWithFewRoundsLeansOnThePooledFit) {
+  // 40 rejected rounds and 7 all-accepted ones: too few for the second curve, which is then
+  // the pooled r; at 8 its own fit counts, as much as the pooled one.
+  std::mt19937_64 rng(9);
+  FanoutEstimator est;
+  for (int i = 0; i < 40; ++i) {
+    const int rank = synthetic_rank(rng, 0.8);
+    est.observe(0, 3, rank <= 64 ? rank : 0, 64);
+  }
+  for (int i = 0; i < FanoutEstimator::kMinConditionObservations - 1; ++i) est.observe(3, 3, 1, 64);
+  const double pooled = est.power_law_r(-1.0);
+  EXPECT_DOUBLE_EQ(est.law(-1.0, -1.0).r_all, pooled);
+  EXPECT_NE(est.law(-1.0, -1.0).r, pooled);
+  est.observe(3, 3, 1, 64);
+  const double pooled_now = est.power_law_r(-1.0);
+  const double n = FanoutEstimator::kMinConditionObservations;
+  const double own = (est.law(-1.0, -1.0).r_all * (n + FanoutEstimator::kConditionPriorWeight) -
+                      FanoutEstimator::kConditionPriorWeight * pooled_now) /
+                     n;
+  EXPECT_GT(est.law(-1.0, -1.0).r_all, pooled_now);
+  // Eight top-1 ranks: the "every bonus was the top candidate" bound, log2(2 * 8) = 4.
+  EXPECT_NEAR(own, 4.0, 1e-9);
 }
 
 TEST(FanoutEstimator, AcceptanceIsTheCappedGeometricMle) {

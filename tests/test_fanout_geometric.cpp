@@ -40,17 +40,24 @@ std::vector<double> geometric_fanout_real(int K, double budget, double a, double
 // miss(F) = (F+1)^{-r} of ssd/fanout.h: with G_k = F_k + 1 the objective is the paper's in G, so
 // the optimum is Theorem 12's series in G with budget B + K + 1 as long as every F_k stays
 // >= 0; where the series would give G_k < 1, F_k = 0 and the rest re-balances (KKT:
-// w_k r (F_k+1)^{-r-1} = lambda where F_k > 0, w_k = a^k (1-a) for k < K, a^K at K). Sums to
-// B. For 0 <= a <= 1 and r > 0.
-std::vector<double> shifted_geometric_fanout_real(int K, double budget, double a, double r) {
-  std::vector<double> w(K + 1);
-  for (int k = 0; k <= K; ++k) w[k] = k < K ? std::pow(a, k) * (1.0 - a) : std::pow(a, K);
-  // F_k(lambda) = max(0, (w_k r / lambda)^{1/(1+r)} - 1) falls as lambda grows; bisect on
+// w_k r_k (F_k+1)^{-r_k-1} = lambda where F_k > 0, w_k = a^k (1-a) for k < K, a^K at K). With
+// r_all (>= 0) the all-accepted position has its own exponent, r_K = r_all: Theorem 18's
+// conditions with two curves, no longer a geometric series at K. Sums to B. For 0 <= a <= 1
+// and r > 0.
+std::vector<double> shifted_geometric_fanout_real(int K, double budget, double a, double r,
+                                                  double r_all = -1.0) {
+  std::vector<double> w(K + 1), rk(K + 1);
+  for (int k = 0; k <= K; ++k) {
+    w[k] = k < K ? std::pow(a, k) * (1.0 - a) : std::pow(a, K);
+    rk[k] = k == K && r_all >= 0 ? r_all : r;
+  }
+  // F_k(lambda) = max(0, (w_k r_k / lambda)^{1/(1+r_k)} - 1) falls as lambda grows; bisect on
   // log lambda for sum_k F_k = B (each F_k is continuous and monotone, so the sum is too).
   auto shape_at = [&](double log_lambda, std::vector<double>& f) {
     double total = 0.0;
     for (int k = 0; k <= K; ++k) {
-      const double g = w[k] > 0 ? std::exp((std::log(w[k] * r) - log_lambda) / (1.0 + r)) : 0.0;
+      const double g =
+          w[k] > 0 ? std::exp((std::log(w[k] * rk[k]) - log_lambda) / (1.0 + rk[k])) : 0.0;
       f[k] = std::max(0.0, g - 1.0);
       total += f[k];
     }
@@ -123,16 +130,18 @@ TEST(GeometricFanout, IntegerShapeSpendsExactlyTheBudget) {
     const int K = 1 + int(unit(rng) * 8);
     const int B = int(unit(rng) * 200);
     const double a = unit(rng), r = 0.05 + 3.0 * unit(rng);
-    const std::vector<int> f = geometric_fanout(K, B, a, r);
+    // Half the trials with Theorem 18's second curve for the all-accepted position.
+    const double r_all = trial % 2 ? 0.05 + 3.0 * unit(rng) : r;
+    const std::vector<int> f = geometric_fanout(K, B, FanoutLaw{a, r, r_all});
     ASSERT_EQ(int(f.size()), K + 1);
     EXPECT_EQ(std::accumulate(f.begin(), f.end(), 0), B) << K << " " << B << " " << a << " " << r;
     // It tracks the real optimum of the same (shifted) law: the proximity bound of separable
     // concave allocation keeps the integer optimum within (K+1) - 1 of the real one.
-    const std::vector<double> real = shifted_geometric_fanout_real(K, B, a, r);
+    const std::vector<double> real = shifted_geometric_fanout_real(K, B, a, r, r_all);
     for (int k = 0; k <= K; ++k) {
       EXPECT_GE(f[k], 0);
       EXPECT_LE(std::fabs(f[k] - real[k]), K + 1e-6)
-          << "k=" << k << " K=" << K << " B=" << B << " a=" << a << " r=" << r;
+          << "k=" << k << " K=" << K << " B=" << B << " a=" << a << " r=" << r << "/" << r_all;
     }
   }
 }
@@ -162,6 +171,16 @@ double brute_force_best(int K, int B, double a, double r) {
   return best;
 }
 
+// Theorem 18's p_hit,p written out apart from ssd/fanout.cpp: a^K h_all(F_K) +
+// sum_{k<K} a^k (1-a) h(F_k), h(F) = 1 - (F+1)^{-r}, h_all with r_all.
+double two_law_hit_rate(const std::vector<int>& shape, double a, double r, double r_all) {
+  const int K = int(shape.size()) - 1;
+  double total = std::pow(a, K) * (1.0 - std::pow(shape[K] + 1.0, -r_all));
+  for (int k = 0; k < K; ++k)
+    total += std::pow(a, k) * (1.0 - a) * (1.0 - std::pow(shape[k] + 1.0, -r));
+  return total;
+}
+
 TEST(GeometricFanout, IsTheExactOptimumOfTheShiftedLaw) {
   // Against every integer shape: K <= 4, B <= 10 (up to 1001 shapes each).
   for (int K = 0; K <= 4; ++K)
@@ -172,6 +191,40 @@ TEST(GeometricFanout, IsTheExactOptimumOfTheShiftedLaw) {
           EXPECT_NEAR(got, brute_force_best(K, B, a, r), 1e-12)
               << "K=" << K << " B=" << B << " a=" << a << " r=" << r;
         }
+}
+
+TEST(GeometricFanout, IsTheExactOptimumWithACurvePerCondition) {
+  // Theorem 18: the all-accepted position's curve differs from the others'.
+  for (int K = 1; K <= 4; ++K)
+    for (int B = 0; B <= 9; ++B)
+      for (double a : {0.3, 0.7, 0.85, 0.97})
+        for (double r : {0.5, 1.2})
+          for (double r_all : {0.3, 2.5}) {
+            const FanoutLaw law{a, r, r_all};
+            const std::vector<int> got = geometric_fanout(K, B, law);
+            double best = -1.0;
+            std::vector<int> prefix;
+            for_each_shape(K, B, prefix, [&](const std::vector<int>& shape) {
+              best = std::max(best, two_law_hit_rate(shape, a, r, r_all));
+            });
+            EXPECT_NEAR(two_law_hit_rate(got, a, r, r_all), best, 1e-12)
+                << "K=" << K << " B=" << B << " a=" << a << " r=" << r << "/" << r_all;
+            EXPECT_NEAR(expected_hit_rate(got, law), two_law_hit_rate(got, a, r, r_all), 1e-12);
+          }
+}
+
+TEST(GeometricFanout, TheQwenPairsTwoCurvesShapeAboutUniformly) {
+  // Figure 4's rounds at T = 1 (both hosts pooled, K = 3): a = 0.85, one law r = 1.37; after a
+  // rejection r = 0.83, after all accepted 2.45. Theorem 12's single law moves budget to k = K,
+  // where the draft's top candidates already hold the target's bonus; the two curves keep it
+  // at k < K, and under them that shape hits more.
+  const int K = 3, B = 8;
+  const std::vector<int> one_law = geometric_fanout(K, B, 0.85, 1.37);
+  const FanoutLaw two{0.85, 0.83, 2.45};
+  const std::vector<int> two_laws = geometric_fanout(K, B, two);
+  EXPECT_EQ(one_law, (std::vector<int>{2, 1, 1, 4}));
+  EXPECT_EQ(two_laws, (std::vector<int>{2, 2, 1, 3}));
+  EXPECT_GT(expected_hit_rate(two_laws, two), expected_hit_rate(one_law, two) + 0.005);
 }
 
 TEST(GeometricFanout, TheoremTwelveOfTheUnshiftedLawIsNotOptimalForTheShiftedOne) {

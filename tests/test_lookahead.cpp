@@ -82,8 +82,7 @@ BudgetInputs expected_inputs(int K, double verify, int max_fanout_total,
   in.verify_s = verify;
   in.glue_s = 0.3;
   in.step_s = [](double rows) { return 0.05 + 0.02 * rows; };
-  in.acceptance = prior.acceptance;
-  in.r = prior.r;
+  in.law = FanoutLaw{prior.acceptance, prior.r, prior.r};
   in.primary_fallback_s = K * 0.3;
   in.backup_fallback_allowed = false;
   return in;

@@ -177,7 +177,7 @@ void add_ssd_flags(CLI::App& app, RunConfig& c) {
   const std::string ssd = "SSD / SAGUARO";
   app.add_option("--fanout", c.fanout,
                  "Fan-out after a primary-speculated round: uniform:F, list:F0,...,FK or "
-                 "geometric[:B] (Theorem 12)")
+                 "geometric[:B] (Theorems 12 and 18)")
       ->group(ssd)
       ->capture_default_str();
   app.add_option("--fanout-backup", c.fanout_backup,
@@ -189,7 +189,9 @@ void add_ssd_flags(CLI::App& app, RunConfig& c) {
       ->group(ssd)
       ->capture_default_str();
   app.add_option("--fanout-r", c.fanout_r,
-                 "Power-law exponent r for geometric fan-out, or auto (fitted to bonus ranks)")
+                 "Power-law exponent r for geometric fan-out at every position (Theorem 12), or "
+                 "auto (fitted to bonus ranks: one r after a rejection, one after all K "
+                 "accepted, Theorem 18)")
       ->group(ssd)
       ->capture_default_str();
   app.add_option("--budget", c.budget,

@@ -1,7 +1,8 @@
 // The shape of the SAGUARO speculation cache (paper §4.1): how many bonus-token guesses F_k
 // to prepare for each number k = 0..K of accepted draft tokens (Definition 10), either fixed
-// by the user or Theorem 12's capped geometric series fed by online estimates of the
-// acceptance rate a and the power-law exponent r (Definition 11).
+// by the user or the integer optimum of A.2's objective (Theorem 12's capped geometric series
+// with one power law; Theorem 18's form with a curve per condition) fed by online estimates of
+// the acceptance rate a and the power-law exponents (Definition 11).
 #pragma once
 
 #include <cstdint>
@@ -30,8 +31,9 @@ FanoutSpec parse_fanout(const std::string& text);
 // is 1 at F = 1: a one-token cache would never hit. This project uses the shifted law
 // miss(F) = (F+1)^{-r} (F >= 0: an empty cache always misses, one guess already hits), which
 // fits measured ranks better (results/figures/fig3_fanout.png draws its fit and gives the
-// paper's F^-r slope beside it); the synthetic outcomes draw from it, FanoutEstimator fits it,
-// and the shapes below are optimal for it.
+// paper's F^-r slope beside it); the synthetic outcomes draw from it (one r for every
+// position), FanoutEstimator fits it (ssd/fanout_estimator.h: an r per condition), and the
+// shapes below are optimal for it.
 // Its r is not the paper's: analysis reports both (ssd_analysis.metrics.fit_power_law_mle and
 // fit_power_law_paper_mle).
 

@@ -165,6 +165,7 @@ def fig_temperature(runs, out_dir):
         p = [sum(c["p_built"] * c["lookups"] for c in cs) / max(k, 1) for cs, k in zip(hits, n)]
         ax2.errorbar(ts, p, yerr=[M.binomial_se(*a) for a in zip(p, n)], fmt=style, capsize=2,
                      color=color, label=name)
+        _paired_uniform(ax2, key[4], by_t, ts, size, color)
     base = {"sd": {}, "ar": {}}   # the baselines of the same setups
     for r in runs:
         if r.mode in base and any((short(r.target), short(r.draft), r.batch_size,
@@ -189,6 +190,29 @@ def fig_temperature(runs, out_dir):
     ax2.legend(fontsize=7)
     fig.suptitle("Uniform vs geometric fan-out across temperatures (Fig. 4)")
     return fig
+
+
+def _paired_uniform(ax, fanout, by_t, ts, size, color):
+    """On a geometric series' own rounds, the hit rate a uniform cache of the same size would
+    have had (M.hits_at_shape: a hit is rank <= F_k, and the bonus does not depend on the
+    cache). At T > 0 two runs decode different text, and at ~45 lookups a run the text moves
+    p_hit more than the shape does; on the same rounds only the shape differs."""
+    K = {r.lookahead for rs in by_t.values() for r in rs}
+    if not fanout.startswith("geometric") or len(K) != 1 or not math.isfinite(size):
+        return
+    K = K.pop()
+    f = size / (K + 1)
+    if abs(f - round(f)) > 0.05 or round(f) < 1:
+        return
+    shape = [int(round(f))] * (K + 1)
+    p = []
+    for t in ts:
+        hits = [M.hits_at_shape(r.rounds["accepted"][looked], r.rounds["bonus_rank"][looked],
+                                shape)
+                for r in by_t[t] for looked in [r.rounds["outcome_hit"] >= 0]]
+        p.append(float(np.mean(np.concatenate(hits))) if hits else math.nan)
+    ax.plot(ts, p, "^:", color=color, mfc="none",
+            label=f"uniform:{shape[0]} on the {fanout} runs' rounds (paired)")
 
 
 def _speed_caveat(ssd, ar_by_t):

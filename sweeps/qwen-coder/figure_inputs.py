@@ -72,6 +72,37 @@ def fig4(runs):
               f"{f(t, '.2f'):>8} {len(rd['accepted']):>6} {r.tok_s:>6.2f} "
               f"{f(r.tok_s / ar.get(r.temperature, math.nan), '.2f'):>5}")
     print("AR tok/s: " + ", ".join(f"T={t:g} {v:.2f}" for t, v in sorted(ar.items())))
+    fig4_conditions(runs)
+
+
+def fig4_conditions(runs):
+    """Theorem 18's two conditions per SSD run: rounds that rejected at k < K and rounds that
+    accepted all K, each with its hit rate, its bonus ranks' r (maximum likelihood) and the
+    share of its bonuses in the draft's top 2; uniform:2's hit rate on the run's own rounds;
+    and the cache shape the run built most often."""
+    print("Theorem 18's conditions (looked-up rounds): after a rejection | after all K accepted")
+    print(f"{'T':>4} {'run':<16} {'n':>3} {'p_hit':>6} {'r':>5} {'top2':>5} | {'n':>3} "
+          f"{'p_hit':>6} {'r':>5} {'top2':>5} | {'uni:2':>5} | most common shape (rounds)")
+    for r in sorted((r for r in runs if r.mode == "ssd"), key=lambda r: (r.temperature, r.fanout)):
+        rd, K = r.rounds, max(r.lookahead, 1)
+        looked = rd["outcome_hit"] >= 0
+        cells = []
+        for sel in (rd["accepted"] < K, rd["accepted"] >= K):
+            m = looked & sel
+            ranks = rd["bonus_rank"][m]
+            fit, _ = M.fit_power_law_mle(ranks) if np.any(m) else (math.nan, math.nan)
+            top2 = float(np.mean((ranks >= 1) & (ranks <= 2))) if np.any(m) else math.nan
+            hit = float(np.mean(rd["outcome_hit"][m])) if np.any(m) else math.nan
+            cells.append(f"{int(np.sum(m)):>3} {f(hit):>6} {f(fit, '.2f'):>5} {f(top2, '.2f'):>5}")
+        shapes, counts = np.unique(rd["fanout"][looked], axis=0, return_counts=True)
+        common = (f"({', '.join(str(int(x)) for x in shapes[np.argmax(counts)])}) "
+                  f"({int(counts.max())}/{int(np.sum(looked))})") if len(counts) else "-"
+        # uni:2 = the hit rate of a uniform cache of 2 on these same rounds (paired: a hit is
+        # rank <= F_k whatever was cached, M.hits_at_shape)
+        paired = float(np.mean(M.hits_at_shape(rd["accepted"][looked], rd["bonus_rank"][looked],
+                                                [2] * (K + 1)))) if np.any(looked) else math.nan
+        print(f"{r.temperature:>4g} {'SSD ' + r.fanout:<16} {cells[0]} | {cells[1]} | "
+              f"{f(paired):>5} | {common}")
 
 
 def fig3(runs):

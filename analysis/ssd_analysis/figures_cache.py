@@ -207,10 +207,8 @@ def _paired_uniform(ax, fanout, by_t, ts, size, color):
     shape = [int(round(f))] * (K + 1)
     p = []
     for t in ts:
-        hits = [M.hits_at_shape(r.rounds["accepted"][looked], r.rounds["bonus_rank"][looked],
-                                shape)
-                for r in by_t[t] for looked in [r.rounds["outcome_hit"] >= 0]]
-        p.append(float(np.mean(np.concatenate(hits))) if hits else math.nan)
+        hits = np.concatenate([M.looked_up_hits_at_shape(r.rounds, shape) for r in by_t[t]])
+        p.append(float(np.mean(hits)) if len(hits) else math.nan)
     ax.plot(ts, p, "^:", color=color, mfc="none",
             label=f"uniform:{shape[0]} on the {fanout} runs' rounds (paired)")
 

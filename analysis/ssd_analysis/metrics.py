@@ -315,6 +315,12 @@ def hits_at_shape(accepted, bonus_rank, shape):
     return (rank >= 1) & (rank <= f)
 
 
+def looked_up_hits_at_shape(rounds, shape):
+    """hits_at_shape over a run's /rounds where an outcome was looked up (outcome_hit >= 0)."""
+    looked = rounds["outcome_hit"] >= 0
+    return hits_at_shape(rounds["accepted"][looked], rounds["bonus_rank"][looked], shape)
+
+
 def cache_stats(rounds, fanout, K):
     """Figures 4 and 5 from an SSD run's /rounds, as a dict: alpha (alpha_mle over the rounds
     the primary drafted) and its binomial standard error; p_shape, the hit rate of a cache of
@@ -331,8 +337,7 @@ def cache_stats(rounds, fanout, K):
     n = int(looked.sum())
     return {"alpha": alpha, "alpha_se": math.sqrt(alpha * (1 - alpha) / trials) if trials
             else math.nan, "lookups": n, "p_built": p_hit(rd["outcome_hit"]),
-            "p_shape": _mean(hits_at_shape(rd["accepted"][looked], rd["bonus_rank"][looked],
-                                           shape)) if shape else math.nan,
+            "p_shape": _mean(looked_up_hits_at_shape(rd, shape)) if shape else math.nan,
             "built": _mean(np.clip(rd["fanout"][looked], 0, None).sum(axis=1)) if n
             else math.nan, "shape": float(sum(shape)) if shape else math.nan}
 

@@ -99,8 +99,8 @@ def fig4_conditions(runs):
                   f"({int(counts.max())}/{int(np.sum(looked))})") if len(counts) else "-"
         # uni:2 = the hit rate of a uniform cache of 2 on these same rounds (paired: a hit is
         # rank <= F_k whatever was cached, M.hits_at_shape)
-        paired = float(np.mean(M.hits_at_shape(rd["accepted"][looked], rd["bonus_rank"][looked],
-                                                [2] * (K + 1)))) if np.any(looked) else math.nan
+        paired = float(np.mean(M.looked_up_hits_at_shape(rd, [2] * (K + 1)))) \
+            if np.any(looked) else math.nan
         print(f"{r.temperature:>4g} {'SSD ' + r.fanout:<16} {cells[0]} | {cells[1]} | "
               f"{f(paired):>5} | {common}")
 

@@ -46,22 +46,32 @@ def outcome_weights(alpha, K):
     return [a ** k * (1 - a) if k < K else a ** K for k in range(K + 1)]
 
 
-def hit_rate(shape, alpha, r):
-    """A.2's objective with the shifted power law: sum_k w_k (1 - (F_k + 1)^-r)."""
+def position_exponents(K, r, r_all=None):
+    """The power law's exponent at each position k = 0..K: r after a rejection (k < K), r_all
+    after all K accepted (Theorem 18's curve per condition, ssd/fanout.h FanoutLaw); r_all None
+    is Theorem 12's one law."""
     r = max(r, 1e-3)
-    return float(sum(w * (1.0 - (f + 1.0) ** -r)
-                     for w, f in zip(outcome_weights(alpha, len(shape) - 1), shape)))
+    r_all = r if r_all is None else max(r_all, 1e-3)
+    return [r] * K + [r_all]
 
 
-def geometric_shapes(K, max_fanout_total, alpha, r):
-    """[(shape, p_hit)] for total fan-outs B = 0..max_fanout_total: Theorem 12's optimum under
-    the shifted law, built one unit at a time to the largest marginal gain (ssd/fanout.h
-    geometric_fanout)."""
-    r = max(r, 1e-3)
+def hit_rate(shape, alpha, r, r_all=None):
+    """A.2's objective with the shifted power law: sum_k w_k (1 - (F_k + 1)^-r_k)."""
+    K = len(shape) - 1
+    return float(sum(w * (1.0 - (f + 1.0) ** -rk) for w, f, rk in
+                     zip(outcome_weights(alpha, K), shape, position_exponents(K, r, r_all))))
+
+
+def geometric_shapes(K, max_fanout_total, alpha, r, r_all=None):
+    """[(shape, p_hit)] for total fan-outs B = 0..max_fanout_total: the optimum of A.2's
+    objective under the shifted law (Theorem 12's with one r, Theorem 18's with r_all at k = K),
+    built one unit at a time to the largest marginal gain (ssd/fanout.h FanoutObjective)."""
+    rk = position_exponents(K, r, r_all)
     w = outcome_weights(alpha, K)
     shape, p, out = [0] * (K + 1), 0.0, [([0] * (K + 1), 0.0)]
     for _ in range(max_fanout_total):
-        gains = [w[k] * ((shape[k] + 1.0) ** -r - (shape[k] + 2.0) ** -r) for k in range(K + 1)]
+        gains = [w[k] * ((shape[k] + 1.0) ** -rk[k] - (shape[k] + 2.0) ** -rk[k])
+                 for k in range(K + 1)]
         k = max(range(K + 1), key=lambda i: (gains[i], -i))
         shape[k] += 1
         p += gains[k]
@@ -69,7 +79,7 @@ def geometric_shapes(K, max_fanout_total, alpha, r):
     return out
 
 
-def parse_shape(text, K, alpha, r, budget=None):
+def parse_shape(text, K, alpha, r, budget=None, r_all=None):
     """A --fanout string (uniform:F, list:..., geometric[:B]) -> integer shape, or None for
     'geometric' without a budget (the caller picks it)."""
     kind, _, arg = text.partition(":")
@@ -79,7 +89,7 @@ def parse_shape(text, K, alpha, r, budget=None):
         return [int(x) for x in arg.split(",")]
     if kind == "geometric":
         b = int(arg) if arg else budget
-        return None if b is None else geometric_shapes(K, b, alpha, r)[b][0]
+        return None if b is None else geometric_shapes(K, b, alpha, r, r_all)[b][0]
     raise ValueError(f"fan-out '{text}'")
 
 
@@ -261,14 +271,15 @@ def branch_step(lay, s, B, temperature, draft=None):
 
 def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
                 temperature=0.0, alpha_b=0.0, r_b=None, backup_shape=None, max_budget=128,
-                built=None, realised=(None, None)):
+                built=None, realised=(None, None), r_all=None):
     """SSD at lookahead K. `shape` fixes the cache; else `budget` fixes a geometric one; else
     the budget (0..max_budget) and fallback that maximise Corollary 16's rate are chosen, as
     --budget auto / --fallback auto would. fallback: primary, backup or auto (the better).
     `built` (with `shape`): branches per sequence the cache build really drafts, when fewer
     than the shape's (Definition 10: with Saguaro's C < 1 the draft's own s_{k+1} among the
     down-weighted top F_k needs no branch). `realised` (with `shape`): the hit rates after a
-    primary's and a backup's speculation that a measured run drew, in place of the law's."""
+    primary's and a backup's speculation that a measured run drew, in place of the law's.
+    r_all: the exponent after all K accepted (Theorem 18), r's when None (Theorem 12)."""
     s = math.ceil(b / lay.draft_ranks)
     # The build overlaps the verification (side by side); a miss's just-in-time drafting
     # does not (the target waits): the draft's steps alone, or as SSD's round timed them.
@@ -282,10 +293,11 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
     jit = K * (lay.fallback_step(s) + s * (lay.candidates() + lay.pick(temperature)))
     t_backup = 0.0
     if shape is not None:
-        p_law = hit_rate(shape, alpha, r)
+        p_law = hit_rate(shape, alpha, r, r_all)
         candidates = [(sum(shape), list(shape), p_law if realised[0] is None else realised[0])]
     else:
-        curve = geometric_shapes(K, budget if budget is not None else max_budget, alpha, r)
+        curve = geometric_shapes(K, budget if budget is not None else max_budget, alpha, r,
+                                 r_all)
         candidates = ([(budget, *curve[budget])] if budget is not None
                       else [(B, sh, p) for B, (sh, p) in enumerate(curve)])
     best = None
@@ -324,7 +336,8 @@ def predict_ssd(lay, b, K, alpha, r, fallback="auto", budget=None, shape=None,
                                   p_hit=p, t_p=t_p, t_b=t_b, round_s=round_s)
                 best_t_jit = jit / verify
     best.window_fanout_limit = window_fanout_limit(lay, b, K, verify0)
-    best.b_star = M.b_star(hit_rate(best.shape, alpha, r), e_hit, e_miss_backup, best_t_jit)
+    best.b_star = M.b_star(hit_rate(best.shape, alpha, r, r_all), e_hit, e_miss_backup,
+                           best_t_jit)
     return best
 
 

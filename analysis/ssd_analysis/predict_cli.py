@@ -73,6 +73,10 @@ def add_parser(sub, func):
     p.add_argument("--r", type=_float_in("--r", 0.01, 50.0),
                    help="power-law exponent, miss(F) = (F+1)^-r (default: measured on the "
                    "Qwen2.5-Coder pair)")
+    p.add_argument("--r-all", type=_float_in("--r-all", 0.01, 50.0),
+                   help="exponent after all K drafted tokens are accepted, where Theorem 18 "
+                   "lets the curve differ (ssd-bench fits both; default: --r's, Theorem 12's "
+                   "one law)")
     p.add_argument("-k", "--lookahead", type=_int_list("--lookahead"),
                    help=f"K (list); default: the best of 1..{PI.K_CAP} (-k auto's range)")
     p.add_argument("--fallback", choices=["auto", "primary", "backup"], default="auto")
@@ -138,6 +142,8 @@ def predict_grid(args, out=print):
         alpha, r, sources = PI.resolve(args, lay_for(1), paper_b1)
         inputs.setdefault("alpha", []).append(f"{alpha:.3f} ({sources['alpha']})")
         inputs.setdefault("r", []).append(f"{r:.2f} ({sources['r']})")
+        if args.r_all is not None:
+            inputs.setdefault("r_all", []).append(f"{args.r_all:.2f} (--r-all)")
         for b in args.batch_size:
             for D in args.draft_ranks:
                 lay = lay_for(D)
@@ -185,7 +191,7 @@ def predict_grid(args, out=print):
 def _best_ssd(args, lay, b, alpha, r, ks, max_budget):
     return P.best_over_k(lambda k: P.predict_ssd(
         lay, b, k, alpha, r, args.fallback, temperature=args.temperature,
-        alpha_b=args.alpha_backup, max_budget=max_budget), ks)
+        alpha_b=args.alpha_backup, max_budget=max_budget, r_all=args.r_all), ks)
 
 
 def _predict_row(args, lay, b, D, alpha, r, ks, maxb):

@@ -48,6 +48,37 @@ def run_inputs(run):
     return alpha, r, alpha_b, r_b
 
 
+# As ssd/fanout_estimator.h: a condition's own fit counts from this many looked-up rounds and is
+# pulled towards the pooled fit by as many.
+MIN_CONDITION_ROUNDS = 8
+CONDITION_PRIOR_WEIGHT = 8.0
+
+
+def run_law(run, pooled_r):
+    """(r, r_all): the power-law exponent after a rejection (accepted < K) and after all K
+    accepted (Theorem 18's two curves, ssd/fanout.h FanoutLaw), each fitted to the run's
+    looked-up rounds of that condition (metrics.fit_power_law_mle) as FanoutEstimator would at
+    the run's end: its own fit from MIN_CONDITION_ROUNDS rounds, pulled towards pooled_r by
+    CONDITION_PRIOR_WEIGHT; pooled_r below that. A run that drew synthetic outcomes has one
+    law (ssd/synthetic_outcome.h): (pooled_r, pooled_r)."""
+    rd = run.rounds
+    synthetic = "r" in dict(re.findall(r"(\w+)=([\d.]+)", run.config.get("outcomes", "")))
+    if synthetic or run.mode != "ssd" or rd.get("bonus_rank") is None \
+            or rd.get("accepted") is None:
+        return pooled_r, pooled_r
+    K, looked = max(run.lookahead, 1), rd["outcome_hit"] >= 0
+
+    def fit(sel):
+        n = int(np.sum(looked & sel))
+        if n < MIN_CONDITION_ROUNDS:
+            return pooled_r
+        own, _ = M.fit_power_law_mle(rd["bonus_rank"][looked & sel])
+        if not math.isfinite(own):
+            return pooled_r
+        return (n * own + CONDITION_PRIOR_WEIGHT * pooled_r) / (n + CONDITION_PRIOR_WEIGHT)
+    return fit(rd["accepted"] < K), fit(rd["accepted"] >= K)
+
+
 def sequence_inputs(run, alpha, alpha_b, backup_share):
     """[[(alpha, alpha_b, backup share) of each row] of each batch group]: the acceptance each
     sequence realised in its own rounds (run_inputs' estimate over its rows; the run's where it
@@ -167,7 +198,8 @@ def predict_run(run, char):
                         turns=PI.turns_steps(t_spec, d_spec, char, tp, t_step, d_step),
                         ssd_round=PI.ssd_round_for(t_spec, d_spec, char, tp, D))
     alpha, r, alpha_b, r_b = run_inputs(run)
-    info = {"alpha": alpha, "r": r}
+    r, r_all = run_law(run, r)
+    info = {"alpha": alpha, "r": r, "r_all": r_all}
     if run.mode == "sd":
         synthetic = run.config.get("outcomes", "").startswith("synthetic")
 
@@ -176,7 +208,7 @@ def predict_run(run, char):
     else:
         budget = run.config.get("budget", "auto")
         budget = int(budget) if budget.isdigit() else chosen_budget(run)
-        shape_ = P.parse_shape(run.fanout, K, alpha, r, budget)
+        shape_ = P.parse_shape(run.fanout, K, alpha, r, budget, r_all)
         bshape = P.parse_shape(run.config.get("fanout_backup", "uniform:1"), K, alpha_b,
                                r_b or 1.0, budget or 1)
         built = prepared_branches(run) if shape_ else None
@@ -187,7 +219,7 @@ def predict_run(run, char):
             return P.predict_ssd(lay, rows, K, alpha, r, fallback, shape=shape_,
                                  temperature=run.temperature, alpha_b=alpha_b, r_b=r_b,
                                  backup_shape=bshape, max_budget=PI.B_CAP, built=built,
-                                 realised=realised)
+                                 realised=realised, r_all=r_all)
     pred = predict_at(b)
     # A row's round is the backup's with the stationary miss share (Equation (1)); else the
     # primary's, a cache hit's or a just-in-time draft's alike.
@@ -259,7 +291,8 @@ def validate(args, out=print):
         rows.append({"file": run.name, "mode": run.mode, "target": run.target.removeprefix(
             "synthetic:"), "draft": run.draft.removeprefix("synthetic:"), "b": run.batch_size,
             "K": run.lookahead or None, "fanout": run.fanout, "fallback": pred.fallback,
-            "alpha": info.get("alpha"), "r": info.get("r"), "p_hit": pred.p_hit,
+            "alpha": info.get("alpha"), "r": info.get("r"), "r_K": info.get("r_all"),
+            "p_hit": pred.p_hit,
             "T_p": pred.t_p, "predicted": pred.tok_s, "measured": run.tok_s, "rel_err": err,
             "within": abs(err) <= args.tol, "oversubscribed": oversubscribed,
             "threads": run.threads, "other_threads": other_threads,
@@ -267,10 +300,11 @@ def validate(args, out=print):
             "x_pred": speedup[0], "x_meas": speedup[1], "x_err": x_err,
             "x_within": abs(x_err) <= args.tol if math.isfinite(x_err) else None})
     cols = ["file", "mode", "target", "draft", "b", "K", "fanout", "fallback", "alpha", "r",
-            "p_hit", "T_p", "predicted", "measured", "rel_err", "within", "x_pred", "x_meas",
+            "r_K", "p_hit", "T_p", "predicted", "measured", "rel_err", "within", "x_pred", "x_meas",
             "x_err"]
     for r in rows:
-        for c, spec in (("alpha", ".3f"), ("r", ".2f"), ("p_hit", ".3f"), ("T_p", ".2f"),
+        for c, spec in (("alpha", ".3f"), ("r", ".2f"), ("r_K", ".2f"), ("p_hit", ".3f"),
+                        ("T_p", ".2f"),
                         ("predicted", ".1f"), ("measured", ".1f"), ("rel_err", "+.1%"),
                         ("x_pred", ".3f"), ("x_meas", ".3f"), ("x_err", "+.1%")):
             r[c + "_txt"] = format_cell(r[c], spec)
@@ -282,7 +316,9 @@ def validate(args, out=print):
     header = {"characterize": f"{args.characterize} ({char.attrs.get('target')} + "
                               f"{char.attrs.get('draft')}, {char.attrs.get('backend')})",
               "inputs": "alpha, r, K, b, fan-out, fallback from each run, and the hit rates "
-                        "and budget its rounds drew; step costs from the characterize file only", "tolerance": f"{args.tol:.0%}",
+                        "and budget its rounds drew; step costs from the characterize file only",
+              "r, r_K": "an SSD run's power law after a rejection and after all K accepted "
+                        "(Theorem 18; run_law), which shape a geometric fan-out", "tolerance": f"{args.tol:.0%}",
               "x_pred, x_meas, x_err": "an SD/SSD run's speedup over the AR run of its own "
                                        "sweep, predicted and measured: the host's drift "
                                        "between characterize and the sweep cancels"}

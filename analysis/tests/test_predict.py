@@ -102,6 +102,27 @@ class HitRate(unittest.TestCase):
                        for s in itertools.product(range(B + 1), repeat=K + 1) if sum(s) == B)
             self.assertAlmostEqual(P.geometric_shapes(K, B, a, r)[B][1], best, places=12)
 
+    def test_greedy_is_the_two_law_optimum(self):
+        # Theorem 18's form: r below K, r_all at K (ssd/fanout.h FanoutObjective)
+        for K, a, r, r_all in ((2, 0.7, 0.9, 2.5), (3, 0.85, 0.83, 2.45), (3, 0.6, 2.0, 0.5)):
+            for B in range(0, 8):
+                best = max(P.hit_rate(list(s), a, r, r_all)
+                           for s in itertools.product(range(B + 1), repeat=K + 1)
+                           if sum(s) == B)
+                shape, p = P.geometric_shapes(K, B, a, r, r_all)[B]
+                self.assertAlmostEqual(p, best, places=12)
+                self.assertAlmostEqual(P.hit_rate(shape, a, r, r_all), best, places=12)
+
+    def test_the_pairs_two_curves_shape_as_the_harness(self):
+        # tests/test_fanout_geometric.cpp TheQwenPairsTwoCurvesShapeAboutUniformly: the pair's
+        # T = 1 rounds, one law r = 1.37 against 0.83 after a rejection and 2.45 after all.
+        self.assertEqual(P.geometric_shapes(3, 8, 0.85, 1.37)[8][0], [2, 1, 1, 4])
+        self.assertEqual(P.geometric_shapes(3, 8, 0.85, 0.83, 2.45)[8][0], [2, 2, 1, 3])
+        self.assertEqual(P.parse_shape("geometric:8", 3, 0.85, 0.83, r_all=2.45), [2, 2, 1, 3])
+        # r_all = r is Theorem 12's one law
+        self.assertEqual(P.hit_rate([2, 1, 1, 4], 0.85, 1.37, 1.37),
+                         P.hit_rate([2, 1, 1, 4], 0.85, 1.37))
+
     def test_geometric_decay(self):
         shape = P.geometric_shapes(5, 60, 0.8, 0.7)[60][0]
         self.assertTrue(all(x >= y for x, y in zip(shape[:-2], shape[1:-1])))

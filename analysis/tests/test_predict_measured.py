@@ -239,6 +239,41 @@ class Rounds(unittest.TestCase):
         self.assertAlmostEqual(drawn.p_hit, 0.75)
         self.assertNotAlmostEqual(law.p_hit, 0.75)
 
+    def test_validation_fits_a_power_law_per_condition(self):
+        from types import SimpleNamespace
+        from ssd_analysis import metrics as M
+        from ssd_analysis import predict_validate as PV
+        # K = 3: 40 rounds rejected at k < 3 whose bonus ranks spread (r small), 40 rounds that
+        # accepted all 3 whose bonus is mostly the draft's first (r large), 5 not looked up
+        rng = np.random.default_rng(7)
+
+        def ranks(r, n):   # inverse of the shifted law: P(rank > F) = (F + 1)^-r
+            return np.minimum(np.floor(rng.random(n) ** (-1.0 / r)).astype(int), 64)
+        rej, acc = ranks(0.6, 40), ranks(2.5, 40)
+        rounds = {"accepted": np.r_[np.full(40, 1), np.full(40, 3), np.full(5, 0)],
+                  "bonus_rank": np.r_[rej, acc, np.zeros(5, int)],
+                  "outcome_hit": np.r_[np.ones(80, int), np.full(5, -1)]}
+        run = SimpleNamespace(rounds=rounds, mode="ssd", lookahead=3, config={})
+        pooled = 1.0
+        r, r_all = PV.run_law(run, pooled)
+        own = [M.fit_power_law_mle(x)[0] for x in (rej, acc)]
+        w = PV.CONDITION_PRIOR_WEIGHT
+        self.assertAlmostEqual(r, (40 * own[0] + w * pooled) / (40 + w))
+        self.assertAlmostEqual(r_all, (40 * own[1] + w * pooled) / (40 + w))
+        self.assertLess(r, 1.0)
+        self.assertGreater(r_all, 1.5)
+        # below MIN_CONDITION_ROUNDS a condition keeps the pooled fit
+        few = dict(rounds, outcome_hit=np.r_[np.ones(40, int), np.full(33, -1),
+                                              np.ones(7, int), np.full(5, -1)])
+        self.assertEqual(PV.run_law(SimpleNamespace(**{**vars(run), "rounds": few}), pooled)[1],
+                         pooled)
+        # synthetic outcomes draw one law; SD has no cache
+        synthetic = SimpleNamespace(**{**vars(run), "config": {"outcomes":
+                                                                 "synthetic:alpha=0.8,r=0.7"}})
+        self.assertEqual(PV.run_law(synthetic, 0.7), (0.7, 0.7))
+        self.assertEqual(PV.run_law(SimpleNamespace(**{**vars(run), "mode": "sd"}), 0.9),
+                         (0.9, 0.9))
+
     def test_validation_takes_the_fallback_the_rounds_drew(self):
         from types import SimpleNamespace
         from ssd_analysis import predict_validate as PV

@@ -178,7 +178,8 @@ template <typename W>
 void packed(float* out, const float* x, const W* w, int rows, int in, int out_dim, int threads) {
   const int count = panels(out_dim);
   const size_t panel_size = size_t(kPanel) * in;
-  if (rows <= kTwoPanelMaxRows && size_t(rows) * in * sizeof(float) <= kXBlockBytes) {
+  if (rows <= kTwoPanelMaxRows &&
+      size_t(rows) * in * sizeof(float) <= packed_tile::two_panel_x_bytes(rows, kXBlockBytes)) {
     // Panel p beside panel p + half: the first full, the second possibly the last, short one.
     const int half = (count + 1) / 2;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
@@ -189,7 +190,7 @@ void packed(float* out, const float* x, const W* w, int rows, int in, int out_di
       else if (rows == 1)
         two_panel_rows<1>(out, x, w + p * panel_size, w + q * panel_size, in, out_dim, p * kPanel,
                           q * kPanel, std::min(kPanel, out_dim - q * kPanel));
-      else if constexpr (kTwoPanelMaxRows >= 2)
+      else
         two_panel_rows<2>(out, x, w + p * panel_size, w + q * panel_size, in, out_dim, p * kPanel,
                           q * kPanel, std::min(kPanel, out_dim - q * kPanel));
     }

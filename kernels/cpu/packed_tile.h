@@ -22,9 +22,24 @@ using packed_layout::kPanel;
 
 constexpr int kMaxTileRows = kRegisters >= 32 ? 5 : 2;
 
-// Rows that two_panel_rows takes (x permitting): two with 32 vector registers (20 accumulators;
-// 3 rows would need 30 plus 3 of x and a weight), one with 16.
-constexpr int kTwoPanelMaxRows = kRegisters >= 32 ? 2 : 1;
+// Rows that two_panel_rows takes (x permitting, two_panel_x_bytes): two (20 accumulators; 3 rows
+// would need 30 plus 3 of x and a weight). With 16 registers (AVX2) two rows spill some of the
+// accumulators to L1, and still win: one core of that kind pulls more from memory the more
+// streams it reads (a stand-alone probe on a Zen 3 core, paired bf16 tiles over 165 MB: one row
+// 15, 20, 22, 24 GB/s from 1, 2, 3, 4 panels at once; two rows 14 and 18.5 from 1 and 2).
+// bench_gemm on that core, 2 interleaved repetitions: q1.5b.gate 2 rows bf16 1.39 -> 1.23 ms,
+// q1.5b.qo 247 -> 214 us, fp32 q1.5b.gate 2.92-3.07 -> 2.02-2.19 ms.
+constexpr int kTwoPanelMaxRows = 2;
+
+// The largest x (bytes of all its rows) with which two_panel_rows beats one panel's stream. With
+// 32 registers (the AVX-512 hosts): kXBlockBytes, for one or two rows; above it two streams ran
+// 1.4x slower there (1b.down, 32 KB of x). With 16 (Zen 3, the AVX2 build) one row of a down_proj
+// still gains: bench_gemm, 3 interleaved repetitions, q1.5b.down one row bf16 1.38-1.41 -> 1.00-
+// 1.05 ms (35 KB of x), q0.5b.down 435-454 -> 316-360 us, fp32 q1.5b.down 2.39-2.44 -> 1.78-1.94.
+// Two rows of it measured level to 5% slower, so they keep the limit.
+inline size_t two_panel_x_bytes(int rows, size_t x_block_bytes) {
+  return kRegisters < 32 && rows == 1 ? 64 * 1024 : x_block_bytes;
+}
 
 #if SSD_PAIRED_BF16
 using packed_layout::kPairLanes;
@@ -122,15 +137,16 @@ inline void panel_tile(float* out, const float* x, const float* x_interleaved, c
     for (int j = 0; j < columns; ++j) out[size_t(r0 + r) * out_dim + j0 + j] = sums[r][j];
 }
 
-// R rows of x (R = 1, 2) against two panels at once, when the rows' x is small: two independent
-// weight streams in flight instead of one. bench_gemm bf16, one row, 3 interleaved repetitions:
-// 124m.gate 85 -> 69 us, 124m.head 1.31 -> 1.08 ms, 1b.gate 0.88 -> 0.73 ms (fp32 5-10%). With a
-// large x (1b.down, 32 KB) the two streams ran 1.4x slower, so such rows keep one stream
-// (kXBlockBytes). Two rows too (a batch of 2 decoding, K = 1's verification; 20 accumulators):
-// a 2-row tile of one panel with software prefetch streamed ~15% slower than one row, where two
-// panels' streams keep up. bench_decode llama-124m, 2 rows of a sequence, 3 interleaved
-// repetitions: bf16 6.23-6.33 -> 5.75-5.86 ms (1.16 -> 1.05 one-row steps), fp32 11.3-11.8 ->
-// 10.8-11.2 ms. Each element is summed as in panel_tile: the same k order and finish.
+// R rows of x (R = 1, 2) against two panels at once, when the rows' x is small
+// (two_panel_x_bytes): two independent weight streams in flight instead of one. bench_gemm bf16,
+// one row, 3 interleaved repetitions: 124m.gate 85 -> 69 us, 124m.head 1.31 -> 1.08 ms, 1b.gate
+// 0.88 -> 0.73 ms (fp32 5-10%). With a large x (1b.down, 32 KB) the two streams ran 1.4x slower, so
+// such rows keep one stream (kXBlockBytes). Two rows too (a batch of 2 decoding, K = 1's
+// verification; 20 accumulators): a 2-row tile of one panel with software prefetch streamed ~15%
+// slower than one row, where two panels' streams keep up. bench_decode llama-124m, 2 rows of a
+// sequence, 3 interleaved repetitions: bf16 6.23-6.33 -> 5.75-5.86 ms (1.16 -> 1.05 one-row steps),
+// fp32 11.3-11.8 -> 10.8-11.2 ms. Each element is summed as in panel_tile: the same k order and
+// finish.
 template <int R, typename W>
 inline void two_panel_rows(float* out, const float* x, const W* panel_a, const W* panel_b, int in,
                            int out_dim, int j_a, int j_b, int columns_b) {

@@ -34,13 +34,14 @@ struct Shape {
   int in, out;
 };
 // k tails (203, 19, 37, 2051), one panel short of rows (37, 5, 3, 1, 13), whole panels (8, 40,
-// 768 x 64). One and two rows: two panels at a time, with an odd panel out where the count is
-// odd (2051 is too wide for two rows: one panel at a time; 9001 too wide for one row on AVX-512
-// and not with AVX2's 16 registers, packed_tile.h two_panel_x_bytes; 17000 too wide for both,
-// with an odd last k-vector and a k tail). k-blocks
-// (x of 4 or 5 rows beyond matmul_packed.cpp's kXFitsBytes): 2051 (two blocks for 4 rows, three
-// for 5, and a tail), 1500 x 170 (5 rows; two groups of panels). Rows 6 to 32 run as row tiles
-// over groups of panels, 1500 x 170 in several groups; 33 rows again panel by panel.
+// 768 x 64). One and two rows: two panels at a time (one row with AVX2: three, and two or one
+// where the count leaves them), with an odd panel out where the count is odd (2051 is too wide for
+// two rows: one panel at a time; 9001 too wide for one row on AVX-512 and not with AVX2's 16
+// registers, packed_tile.h two_panel_x_bytes; 17000 too wide for both, with an odd last k-vector
+// and a k tail). k-blocks (x of 4 or 5 rows beyond matmul_packed.cpp's kXFitsBytes): 2051 (two
+// blocks for 4 rows, three for 5, and a tail), 1500 x 170 (5 rows; two groups of panels). Rows 6 to
+// 32 run as row tiles over groups of panels, 1500 x 170 in several groups; 33 rows again panel by
+// panel.
 const Shape kShapes[] = {{203, 37}, {19, 8},    {259, 5},    {768, 64},  {37, 3},   {16, 1},
                          {64, 40},  {2051, 13}, {1500, 170}, {9001, 11}, {17000, 6}};
 constexpr int kMaxRows = 33;

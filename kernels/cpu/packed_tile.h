@@ -37,6 +37,14 @@ constexpr int kTwoPanelMaxRows = 2;
 // still gains: bench_gemm, 3 interleaved repetitions, q1.5b.down one row bf16 1.38-1.41 -> 1.00-
 // 1.05 ms (35 KB of x), q0.5b.down 435-454 -> 316-360 us, fp32 q1.5b.down 2.39-2.44 -> 1.78-1.94.
 // Two rows of it measured level to 5% slower, so they keep the limit.
+// Panels one row (x permitting, two_panel_x_bytes) reads at once (panels_at_once). Three with 16
+// registers (15 accumulators, the x and the weight spill a little): on the Zen 3 core above one
+// row ran 25 -> 28 GB/s in the stand-alone probe, and bench_gemm, 3 interleaved repetitions,
+// took bf16 q1.5b.qo 171-190 -> 147-155 us, q1.5b.gate 953-1104 -> 905-928, q1.5b.down 996-1095
+// -> 893-987, q0.5b.gate 326-328 -> 268-292, q1.5b.head 17.1-17.8 -> 16.7-17.9 ms (fp32 3-12%
+// less); AR on the pair 8.23, 8.30 -> 8.58, 8.60 tok/s. Two with 32 (as measured there).
+constexpr int kOneRowPanels = kRegisters < 32 ? 3 : 2;
+
 inline size_t two_panel_x_bytes(int rows, size_t x_block_bytes) {
   return kRegisters < 32 && rows == 1 ? 64 * 1024 : x_block_bytes;
 }
@@ -137,7 +145,8 @@ inline void panel_tile(float* out, const float* x, const float* x_interleaved, c
     for (int j = 0; j < columns; ++j) out[size_t(r0 + r) * out_dim + j0 + j] = sums[r][j];
 }
 
-// R rows of x (R = 1, 2) against two panels at once, when the rows' x is small
+// R rows of x (R = 1, 2) against S panels at once (two_panel_rows: two; kOneRowPanels), when the
+// rows' x is small
 // (two_panel_x_bytes): two independent weight streams in flight instead of one. bench_gemm bf16,
 // one row, 3 interleaved repetitions: 124m.gate 85 -> 69 us, 124m.head 1.31 -> 1.08 ms, 1b.gate
 // 0.88 -> 0.73 ms (fp32 5-10%). With a large x (1b.down, 32 KB) the two streams ran 1.4x slower, so
@@ -147,18 +156,17 @@ inline void panel_tile(float* out, const float* x, const float* x_interleaved, c
 // sequence, 3 interleaved repetitions: bf16 6.23-6.33 -> 5.75-5.86 ms (1.16 -> 1.05 one-row steps),
 // fp32 11.3-11.8 -> 10.8-11.2 ms. Each element is summed as in panel_tile: the same k order and
 // finish.
-template <int R, typename W>
-inline void two_panel_rows(float* out, const float* x, const W* panel_a, const W* panel_b, int in,
-                           int out_dim, int j_a, int j_b, int columns_b) {
+template <int R, int S, typename W>
+inline void panels_at_once(float* out, const float* x, const W* const (&panel)[S], int in,
+                           int out_dim, const int (&first)[S], int columns_last) {
   const int in_vec = in / kLanes * kLanes;
-  vec acc[2][R][kPanel];
+  vec acc[S][R][kPanel];
 #pragma GCC unroll 16
-  for (int h = 0; h < 2; ++h)
+  for (int h = 0; h < S; ++h)
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 16
       for (int j = 0; j < kPanel; ++j) acc[h][r][j] = zero_vec();
-  const W* panel[2] = {panel_a, panel_b};
   int k = 0;
 #if SSD_PAIRED_BF16
   if constexpr (std::is_same_v<W, uint16_t>) {  // the pairs, then an odd last k-vector below
@@ -167,16 +175,16 @@ inline void two_panel_rows(float* out, const float* x, const W* panel_a, const W
     for (int r = 0; r < R; ++r) xrow[r] = x + size_t(r) * in;
     const int pairs_end = in / kPairLanes * kPairLanes;
     for (; k < pairs_end; k += kPairLanes)
-#pragma GCC unroll 2
-      for (int h = 0; h < 2; ++h) accumulate_pair(acc[h], panel[h] + size_t(k) * kPanel, xrow, k);
+#pragma GCC unroll 4
+      for (int h = 0; h < S; ++h) accumulate_pair(acc[h], panel[h] + size_t(k) * kPanel, xrow, k);
   }
 #endif
   for (; k < in_vec; k += kLanes) {
     vec xv[R];
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) xv[r] = load_vec(x + size_t(r) * in + k);
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h)
+#pragma GCC unroll 4
+    for (int h = 0; h < S; ++h)
 #pragma GCC unroll 16
       for (int j = 0; j < kPanel; ++j) {
         vec wv = load_vec(panel[h] + size_t(k) * kPanel + j * kLanes);
@@ -186,19 +194,27 @@ inline void two_panel_rows(float* out, const float* x, const W* panel_a, const W
       }
   }
   const int tail = in - in_vec;
-  const int columns[2] = {kPanel, columns_b}, first[2] = {j_a, j_b};
-#pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h) {
+#pragma GCC unroll 4
+  for (int h = 0; h < S; ++h) {
     float sums[R][kPanel];  // as in panel_tile: acc stays in registers
     reduce_vecs(acc[h], sums);
     const W* tail_part = panel[h] + size_t(kPanel) * in_vec;
+    const int columns = h == S - 1 ? columns_last : kPanel;
     for (int r = 0; r < R; ++r)
       for (int j = 0; j < kPanel; ++j) {
         const float sum =
             add_tail(sums[r][j], x + size_t(r) * in + in_vec, tail_part + size_t(j) * tail, tail);
-        if (j < columns[h]) out[size_t(r) * out_dim + first[h] + j] = sum;
+        if (j < columns) out[size_t(r) * out_dim + first[h] + j] = sum;
       }
   }
+}
+
+template <int R, typename W>
+inline void two_panel_rows(float* out, const float* x, const W* panel_a, const W* panel_b, int in,
+                           int out_dim, int j_a, int j_b, int columns_b) {
+  const W* const panel[2] = {panel_a, panel_b};
+  const int first[2] = {j_a, j_b};
+  panels_at_once<R, 2>(out, x, panel, in, out_dim, first, columns_b);
 }
 
 // What every tile of one panel over one k-block shares.

@@ -17,6 +17,12 @@ from . import predict_inputs as PI
 from .tables import emit_table, format_cell
 
 
+def outcome_law(run):
+    """{name: value} of the synthetic outcome law a run drew from (--outcomes synthetic:alpha=A,
+    r=R,...); empty for a run whose outcomes the models decided."""
+    return dict(re.findall(r"(\w+)=([\d.]+)", run.config.get("outcomes", "")))
+
+
 def run_inputs(run):
     """alpha, r, alpha_b, r_b of a run: the acceptance rate realised in its /rounds (maximum
     likelihood of the capped geometric model: accepted / (accepted + rounds with a rejection),
@@ -24,7 +30,7 @@ def run_inputs(run):
     synthetic outcome law when the run drew its outcomes, else fitted to its bonus ranks; r_b
     from the law, defaulted as ssd/synthetic_outcome.h does, log2(1 / (1 - A)) of the law's A."""
     rd = run.rounds
-    cfg = dict(re.findall(r"(\w+)=([\d.]+)", run.config.get("outcomes", "")))
+    cfg = outcome_law(run)
     acc, src, K = rd.get("accepted"), rd.get("source"), max(run.lookahead, 1)
 
     def mle(sel, default):
@@ -62,8 +68,7 @@ def run_law(run, pooled_r):
     CONDITION_PRIOR_WEIGHT; pooled_r below that. A run that drew synthetic outcomes has one
     law (ssd/synthetic_outcome.h): (pooled_r, pooled_r)."""
     rd = run.rounds
-    synthetic = "r" in dict(re.findall(r"(\w+)=([\d.]+)", run.config.get("outcomes", "")))
-    if synthetic or run.mode != "ssd" or rd.get("bonus_rank") is None \
+    if "r" in outcome_law(run) or run.mode != "ssd" or rd.get("bonus_rank") is None \
             or rd.get("accepted") is None:
         return pooled_r, pooled_r
     K, looked = max(run.lookahead, 1), rd["outcome_hit"] >= 0
@@ -292,20 +297,18 @@ def validate(args, out=print):
             "synthetic:"), "draft": run.draft.removeprefix("synthetic:"), "b": run.batch_size,
             "K": run.lookahead or None, "fanout": run.fanout, "fallback": pred.fallback,
             "alpha": info.get("alpha"), "r": info.get("r"), "r_K": info.get("r_all"),
-            "p_hit": pred.p_hit,
-            "T_p": pred.t_p, "predicted": pred.tok_s, "measured": run.tok_s, "rel_err": err,
+            "p_hit": pred.p_hit, "T_p": pred.t_p, "predicted": pred.tok_s, "measured": run.tok_s, "rel_err": err,
             "within": abs(err) <= args.tol, "oversubscribed": oversubscribed,
             "threads": run.threads, "other_threads": other_threads,
             "compute": compute, "other_compute": other_compute,
             "x_pred": speedup[0], "x_meas": speedup[1], "x_err": x_err,
             "x_within": abs(x_err) <= args.tol if math.isfinite(x_err) else None})
     cols = ["file", "mode", "target", "draft", "b", "K", "fanout", "fallback", "alpha", "r",
-            "r_K", "p_hit", "T_p", "predicted", "measured", "rel_err", "within", "x_pred", "x_meas",
-            "x_err"]
+            "r_K", "p_hit", "T_p", "predicted", "measured", "rel_err", "within", "x_pred",
+            "x_meas", "x_err"]
     for r in rows:
         for c, spec in (("alpha", ".3f"), ("r", ".2f"), ("r_K", ".2f"), ("p_hit", ".3f"),
-                        ("T_p", ".2f"),
-                        ("predicted", ".1f"), ("measured", ".1f"), ("rel_err", "+.1%"),
+                        ("T_p", ".2f"), ("predicted", ".1f"), ("measured", ".1f"), ("rel_err", "+.1%"),
                         ("x_pred", ".3f"), ("x_meas", ".3f"), ("x_err", "+.1%")):
             r[c + "_txt"] = format_cell(r[c], spec)
         r["within_txt"] = ("n/a: ranks > CPUs" if r["oversubscribed"] else
@@ -318,7 +321,8 @@ def validate(args, out=print):
               "inputs": "alpha, r, K, b, fan-out, fallback from each run, and the hit rates "
                         "and budget its rounds drew; step costs from the characterize file only",
               "r, r_K": "an SSD run's power law after a rejection and after all K accepted "
-                        "(Theorem 18; run_law), which shape a geometric fan-out", "tolerance": f"{args.tol:.0%}",
+                        "(Theorem 18; run_law), which shape a geometric fan-out",
+              "tolerance": f"{args.tol:.0%}",
               "x_pred, x_meas, x_err": "an SD/SSD run's speedup over the AR run of its own "
                                        "sweep, predicted and measured: the host's drift "
                                        "between characterize and the sweep cancels"}

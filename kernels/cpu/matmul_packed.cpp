@@ -178,42 +178,30 @@ template <typename W>
 void packed(float* out, const float* x, const W* w, int rows, int in, int out_dim, int threads) {
   const int count = panels(out_dim);
   const size_t panel_size = size_t(kPanel) * in;
-  if (rows == 1 && packed_tile::kOneRowPanels == 3 &&
-      size_t(in) * sizeof(float) <= packed_tile::two_panel_x_bytes(1, kXBlockBytes)) {
-    // Panels p, p + third and p + 2 third: only the last of them can be the short last panel.
-    const int third = (count + 2) / 3;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int p = 0; p < third; ++p) {
-      const int q = p + third, t = p + 2 * third;
-      if (t < count) {
-        const W* const set[3] = {w + p * panel_size, w + q * panel_size, w + t * panel_size};
-        const int first[3] = {p * kPanel, q * kPanel, t * kPanel};
-        packed_tile::panels_at_once<1, 3>(out, x, set, in, out_dim, first,
-                                          std::min(kPanel, out_dim - t * kPanel));
-      } else if (q < count) {
-        two_panel_rows<1>(out, x, w + p * panel_size, w + q * panel_size, in, out_dim, p * kPanel,
-                          q * kPanel, std::min(kPanel, out_dim - q * kPanel));
-      } else {
-        panel_group(out, x, w, rows, in, out_dim, p, p + 1, nullptr, nullptr);
-      }
-    }
-    return;
-  }
   if (rows <= kTwoPanelMaxRows &&
       size_t(rows) * in * sizeof(float) <= packed_tile::two_panel_x_bytes(rows, kXBlockBytes)) {
-    // Panel p beside panel p + half: the first full, the second possibly the last, short one.
-    const int half = (count + 1) / 2;
+    // Panels p, p + stride (and p + 2 stride): the last of them possibly the short last panel,
+    // fewer where the count runs out.
+    const int sets = rows == 1 ? packed_tile::kOneRowPanels : 2;
+    const int stride = (count + sets - 1) / sets;
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-    for (int p = 0; p < half; ++p) {
-      const int q = p + half;
-      if (q >= count)
+    for (int p = 0; p < stride; ++p) {
+      const int n = std::min(sets, (count - 1 - p) / stride + 1), last = p + (n - 1) * stride;
+      const int columns_last = std::min(kPanel, out_dim - last * kPanel);
+      const auto panel = [&](int i) { return w + size_t(p + i * stride) * panel_size; };
+      if (n == 3) {
+        const W* const set[3] = {panel(0), panel(1), panel(2)};
+        const int first[3] = {p * kPanel, (p + stride) * kPanel, last * kPanel};
+        packed_tile::panels_at_once<1, 3>(out, x, set, in, out_dim, first, columns_last);
+      } else if (n == 1) {
         panel_group(out, x, w, rows, in, out_dim, p, p + 1, nullptr, nullptr);
-      else if (rows == 1)
-        two_panel_rows<1>(out, x, w + p * panel_size, w + q * panel_size, in, out_dim, p * kPanel,
-                          q * kPanel, std::min(kPanel, out_dim - q * kPanel));
-      else
-        two_panel_rows<2>(out, x, w + p * panel_size, w + q * panel_size, in, out_dim, p * kPanel,
-                          q * kPanel, std::min(kPanel, out_dim - q * kPanel));
+      } else if (rows == 1) {
+        two_panel_rows<1>(out, x, panel(0), panel(1), in, out_dim, p * kPanel, last * kPanel,
+                          columns_last);
+      } else {
+        two_panel_rows<2>(out, x, panel(0), panel(1), in, out_dim, p * kPanel, last * kPanel,
+                          columns_last);
+      }
     }
     return;
   }

@@ -37,6 +37,10 @@ constexpr int kTwoPanelMaxRows = 2;
 // still gains: bench_gemm, 3 interleaved repetitions, q1.5b.down one row bf16 1.38-1.41 -> 1.00-
 // 1.05 ms (35 KB of x), q0.5b.down 435-454 -> 316-360 us, fp32 q1.5b.down 2.39-2.44 -> 1.78-1.94.
 // Two rows of it measured level to 5% slower, so they keep the limit.
+inline size_t two_panel_x_bytes(int rows, size_t x_block_bytes) {
+  return kRegisters < 32 && rows == 1 ? 64 * 1024 : x_block_bytes;
+}
+
 // Panels one row (x permitting, two_panel_x_bytes) reads at once (panels_at_once). Three with 16
 // registers (15 accumulators, the x and the weight spill a little): on the Zen 3 core above one
 // row ran 25 -> 28 GB/s in the stand-alone probe, and bench_gemm, 3 interleaved repetitions,
@@ -44,10 +48,6 @@ constexpr int kTwoPanelMaxRows = 2;
 // -> 893-987, q0.5b.gate 326-328 -> 268-292, q1.5b.head 17.1-17.8 -> 16.7-17.9 ms (fp32 3-12%
 // less); AR on the pair 8.23, 8.30 -> 8.58, 8.60 tok/s. Two with 32 (as measured there).
 constexpr int kOneRowPanels = kRegisters < 32 ? 3 : 2;
-
-inline size_t two_panel_x_bytes(int rows, size_t x_block_bytes) {
-  return kRegisters < 32 && rows == 1 ? 64 * 1024 : x_block_bytes;
-}
 
 #if SSD_PAIRED_BF16
 using packed_layout::kPairLanes;
@@ -146,8 +146,8 @@ inline void panel_tile(float* out, const float* x, const float* x_interleaved, c
 }
 
 // R rows of x (R = 1, 2) against S panels at once (two_panel_rows: two; kOneRowPanels), when the
-// rows' x is small
-// (two_panel_x_bytes): two independent weight streams in flight instead of one. bench_gemm bf16,
+// rows' x is small (two_panel_x_bytes): independent weight streams in flight instead of one.
+// Two against one, bench_gemm bf16,
 // one row, 3 interleaved repetitions: 124m.gate 85 -> 69 us, 124m.head 1.31 -> 1.08 ms, 1b.gate
 // 0.88 -> 0.73 ms (fp32 5-10%). With a large x (1b.down, 32 KB) the two streams ran 1.4x slower, so
 // such rows keep one stream (kXBlockBytes). Two rows too (a batch of 2 decoding, K = 1's

@@ -114,7 +114,7 @@ TEST(MatmulCompute, F32BatchInvariantEveryRowCount) {
 
 // Under both of the bf16 GEMM's tunings, whichever L1D this host has: Zen 4's (32 KiB: x whole to
 // 12 KiB, the k-blocked walk to 10 rows) and Zen 5's (48 KiB: 24 KiB, wider x of 3-5 rows whole
-// from L2, the k-blocked walk to 40 rows, 8 rows in
+// from L2, the k-blocked walk to 40 rows of x 4096 or wider and 20 of narrower, 8 rows in
 // threes), which take other rows, panels and blocks together.
 TEST(MatmulCompute, Bf16BatchInvariantEveryRowCount) {
   if (!has_bf16()) GTEST_SKIP() << "no AVX512_BF16 on this CPU or in this build";

@@ -24,8 +24,8 @@ DotTuning dot_tuning() {
   }();
   const size_t set = l1d_override.load();
   const size_t l1d = set ? set : reported;
-  if (l1d >= 48 * 1024) return {24 * 1024, 40, true, true, 1024, 512 * 1024};
-  return {12 * 1024, 10, false, false, 0, 256 * 1024};
+  if (l1d >= 48 * 1024) return {24 * 1024, 40, 20, true, true, 1024, 512 * 1024};
+  return {12 * 1024, 10, 10, false, false, 0, 256 * 1024};
 }
 
 }  // namespace ssd

@@ -22,8 +22,12 @@ namespace ssd {
 // walk to 16 rows 1.03-1.15x slower at 16; the many-rows k-blocks and one-panel groups to 512 KiB
 // level (0.87-1.13, inside that noisy host's spread). Zen 4 keeps its own.
 struct DotTuning {
-  size_t x_fits_bytes;   // 3-5 rows keep x whole up to this
-  int blocked_max_rows;  // the most rows the k-blocked walk takes (row_tiles_over_k_blocks)
+  size_t x_fits_bytes;  // 3-5 rows keep x whole up to this
+  // The most rows the k-blocked walk takes (row_tiles_over_k_blocks): of x kWideRowElements
+  // (4096) or more wide (every down_proj), and of narrower x (matmul_bf16_dot.cpp's
+  // walks_k_blocks, where the measurements are).
+  int blocked_max_rows;
+  int narrow_blocked_max_rows;
   bool eight_in_threes;  // 8 rows of the k-blocked walk as 3 + 3 + 2, not 4 + 4
   // The weights prefetched with prefetchnta (Zen 5): 3-5 rows keep x whole at any width (from L1,
   // or past x_fits_bytes from L2), and the walks of 6-10 rows prefetch so too. Else (Zen 4,

@@ -297,15 +297,29 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
 // the plain prefetch) 1.13-1.48x slower: with the prefetchnta tiles in the build, GCC called
 // simd::reduce_vecs out of line from the blocked tiles, whose accumulators then went through the
 // stack at every block's end; write_panel now forces it inline there.
+//
+// Since the group walk reads x in chunks of its own row tiles (RoundedX), narrower x (gate, qo:
+// 1536 and 2048 wide) takes the k-blocked walk up to 20 rows only (DotTuning's
+// narrow_blocked_max_rows), where 24 and 32 rows of it ran faster in groups. bench_gemm, 1
+// thread, Zen 5, two interleaved passes, groups against blocked: 24 rows q1.5b.gate 2141-2191 ->
+// 1864-1881 us, 1b.gate 2681-2772 -> 2391-2469, q1.5b.qo 367-375 -> 325-326; 32 rows q1.5b.gate
+// 3010-3187 -> 2295-2354, 1b.gate 3687-3847 -> 2917-3011, q1.5b.qo 512-563 -> 402-415, 1b.qo
+// 940-1014 -> 715-839; 20 rows level (q1.5b.gate 1704-1785 against 1730-1754). Wider x keeps 40
+// (its other walk, many_rows_over_k_blocks, ran level at 32 rows and 1.1-1.25x slower at 20-24:
+// q1.5b.down 20 rows 1786-1938 -> 2119-2192 us, 1b.down 24 rows 2722-2861 -> 2984-3050).
 constexpr size_t kTileFitsBytes = 24 * 1024;  // a tile's x and its panel, beside the stream
 constexpr size_t kCallXBlockBytes = 16 * 1024;
+constexpr int kWideRowElements = 4096;  // down_proj's x and wider (many_rows_over_k_blocks)
 
 // Whether the group walk's widest tile (for_each_dot_row_tile) would read x and its panel from L2.
 bool walks_k_blocks(int rows, int in) {
   int widest_tile = 0;
   for_each_dot_row_tile(
       rows, [&](int, int tile_rows) { widest_tile = std::max(widest_tile, tile_rows); });
-  return rows <= dot_tuning().blocked_max_rows && in >= 2 * kDotLanes &&
+  const DotTuning tuning = dot_tuning();
+  const int max_rows =
+      in >= kWideRowElements ? tuning.blocked_max_rows : tuning.narrow_blocked_max_rows;
+  return rows <= max_rows && in >= 2 * kDotLanes &&
          size_t(widest_tile + kPanel) * in * sizeof(uint16_t) > kTileFitsBytes;
 }
 
@@ -333,7 +347,6 @@ void row_tiles_over_k_blocks(float* out, const RoundedX& x, const uint16_t* w, i
 // block of x in L1 over the group's panels from L2) 1.07-1.1x slower. Narrower x keeps the
 // groups: 1536 and 2048 wide (gate, qo) ran 1.0-1.25x slower blocked (1b.gate 80 rows 6047-6114
 // -> 6141-6838, q1.5b.gate 4713-4852 -> 5047-5983).
-constexpr int kWideRowElements = 4096;
 constexpr int kManyRowsGroupPanels = 8;
 
 bool many_rows_walk_k_blocks(int rows, int in) {

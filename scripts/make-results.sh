@@ -5,7 +5,7 @@
 #   scripts/make-results.sh --analysis-only   # the tables, figures and predict.txt again from
 #                                             # the runs and characterize file already in results/
 #                                             # (after a change to analysis/)
-#   scripts/make-results.sh --set qwen2.5-coder[-amx] [--analysis-only] [SWEEP...]
+#   scripts/make-results.sh --set qwen2.5-coder[-amx|-zen5] [--analysis-only] [SWEEP...]
 #                                             # a named set of its own (below)
 #
 # Installs dependencies, builds Release (build/release), runs `ssd-bench characterize` and
@@ -43,6 +43,9 @@
 # --set qwen2.5-coder-amx: the same sweeps into results/qwen2.5-coder-amx/, for a host whose
 # --compute auto is amx (AMX tiles); ~70 minutes on the 2-core Intel guest (2026-12-02:
 # characterize ~6, fig3 ~7, fig4 ~8, fig5 ~4, fig6-fallback ~10, fig7-batch ~23, budget-auto ~5).
+# --set qwen2.5-coder-zen5: fig6-fallback and fig7-batch alone into results/qwen2.5-coder-zen5/;
+# ~21 minutes on a 2-core Zen 5 guest (2026-12-02: characterize ~4, fig6-fallback ~5,
+# fig7-batch ~11).
 #
 # Exit status: nonzero when a run fails, a sweep's figure is not drawn, or validate finds an
 # SD/SSD run without an AR baseline (or an unreadable file). Checks outside validate's
@@ -57,7 +60,8 @@ while [ $# -gt 0 ]; do
     --analysis-only) analysis_only=1; shift ;;
     --set)
       [ $# -gt 1 ] ||
-        { echo "make-results.sh: --set needs a name (qwen2.5-coder, qwen2.5-coder-amx)" >&2; exit 2; }
+        { echo "make-results.sh: --set needs a name (qwen2.5-coder, qwen2.5-coder-amx," \
+            "qwen2.5-coder-zen5)" >&2; exit 2; }
       set_name="$2"; shift 2 ;;
     --set=*) set_name="${1#--set=}"; shift ;;
     *) break ;;
@@ -75,7 +79,7 @@ defaults=(fig7-speedup fig7-pareto fig3-fanout fig4-temperature fig5-saguaro-c f
   fig6-draft-ranks)
 case "$set_name" in
   "") ;;
-  qwen2.5-coder | qwen2.5-coder-amx)
+  qwen2.5-coder | qwen2.5-coder-amx | qwen2.5-coder-zen5)
     # Figure 7's runs lead: an SD run for the roofline's draft step, SSD at b = 1 for the
     # timeline (fig3-fanout's SSD alternates an empty cache with the backup by design).
     out=results/$set_name sweep_dir=sweeps/qwen-coder paper_forecasts=0 lead=fig7-batch
@@ -85,10 +89,12 @@ case "$set_name" in
     defaults=(fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback fig7-batch budget-auto)
     # -amx: the same sweeps on a host with AMX tiles, where --compute auto takes them (C2):
     # multi-row steps cost little more than one row, the GPU's regime, which the Zen hosts'
-    # vdpbf16ps (qwen2.5-coder) is not. A set of its own.
+    # vdpbf16ps (qwen2.5-coder) is not. A set of its own. -zen5: Figures 6 left and 7 alone
+    # on a Zen 5 host, whose full-width vdpbf16ps runs multi-row steps at twice Zen 4's rate.
+    [ "$set_name" != qwen2.5-coder-zen5 ] || defaults=(fig6-fallback fig7-batch)
     ;;
   *) echo "make-results.sh: --set: unknown set '$set_name'" \
-       "(known: qwen2.5-coder, qwen2.5-coder-amx)" >&2; exit 2 ;;
+       "(known: qwen2.5-coder, qwen2.5-coder-amx, qwen2.5-coder-zen5)" >&2; exit 2 ;;
 esac
 if [ "$analysis_only" -eq 0 ]; then
   bash scripts/install-deps.sh

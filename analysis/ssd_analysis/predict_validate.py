@@ -297,7 +297,8 @@ def validate(args, out=print):
             "synthetic:"), "draft": run.draft.removeprefix("synthetic:"), "b": run.batch_size,
             "K": run.lookahead or None, "fanout": run.fanout, "fallback": pred.fallback,
             "alpha": info.get("alpha"), "r": info.get("r"), "r_K": info.get("r_all"),
-            "p_hit": pred.p_hit, "T_p": pred.t_p, "predicted": pred.tok_s, "measured": run.tok_s, "rel_err": err,
+            "p_hit": pred.p_hit, "T_p": pred.t_p, "predicted": pred.tok_s, "measured": run.tok_s,
+            "rel_err": err,
             "within": abs(err) <= args.tol, "oversubscribed": oversubscribed,
             "threads": run.threads, "other_threads": other_threads,
             "compute": compute, "other_compute": other_compute,
@@ -308,7 +309,8 @@ def validate(args, out=print):
             "x_meas", "x_err"]
     for r in rows:
         for c, spec in (("alpha", ".3f"), ("r", ".2f"), ("r_K", ".2f"), ("p_hit", ".3f"),
-                        ("T_p", ".2f"), ("predicted", ".1f"), ("measured", ".1f"), ("rel_err", "+.1%"),
+                        ("T_p", ".2f"), ("predicted", ".1f"), ("measured", ".1f"),
+                        ("rel_err", "+.1%"),
                         ("x_pred", ".3f"), ("x_meas", ".3f"), ("x_err", "+.1%")):
             r[c + "_txt"] = format_cell(r[c], spec)
         r["within_txt"] = ("n/a: ranks > CPUs" if r["oversubscribed"] else

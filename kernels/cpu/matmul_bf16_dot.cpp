@@ -283,12 +283,12 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
 // interleaved passes, the group walk against this: 16 rows q1.5b.gate 1965-1967 -> 1270-1315 us,
 // q1.5b.qo 341-342 -> 219-224, q1.5b.down 2049-2072 -> 1296-1298, 1b.gate 2496-2519 ->
 // 1541-1568, 1b.down 2472-2507 -> 1545-1600, 124m.down 237-238 -> 145-149, q0.5b.down 648-649 ->
-// 398-446; 32 rows q1.5b.gate 2857-2885 -> 2632-2686, q1.5b.qo 500-502 -> 440-452, q1.5b.down
-// 3706-3943 -> 2603-2650, 1b.down 4578-4595 -> 3153-3330, q0.5b.down 1187-1210 -> 831-863; 40
-// rows q0.5b.down 1350-1360 -> 1153-1169. 80 rows ran 1.8-1.9x slower (q1.5b.gate 5954-6257 ->
-// 11102-11596 us: blocks of 3 k-vectors), so 80 stay in groups. (One earlier run had q0.5b.down's
-// 16 rows slower blocked, 640-654 -> 739-758 us; three later ones did not.) 896-wide x (q0.5b.qo,
-// .gate) fits L1 beside its panel and keeps the groups (kTileFitsBytes), 1.6-1.8x faster there.
+// 398-446; 32 rows q1.5b.down 3706-3943 -> 2603-2650, 1b.down 4578-4595 -> 3153-3330 (narrower
+// x there: below), q0.5b.down 1187-1210 -> 831-863; 40 rows q0.5b.down 1350-1360 -> 1153-1169. 80
+// rows ran 1.8-1.9x slower (q1.5b.gate 5954-6257 -> 11102-11596 us: blocks of 3 k-vectors), so 80
+// stay in groups. (One earlier run had q0.5b.down's 16 rows slower blocked, 640-654 -> 739-758 us;
+// three later ones did not.) 896-wide x (q0.5b.qo, .gate) fits L1 beside its panel and keeps the
+// groups (kTileFitsBytes), 1.6-1.8x faster there.
 //
 // Up to 10 rows prefetch with prefetchnta on Zen 5 (tuned_prefetch). bench_gemm, 1 thread, two
 // interleaved passes against 288abe9: 8 rows 0.80-0.89 of the time (1b.gate 1146-1184 ->
@@ -298,15 +298,11 @@ void row_tiles_over_groups(float* out, const RoundedX& x, const uint16_t* w, int
 // simd::reduce_vecs out of line from the blocked tiles, whose accumulators then went through the
 // stack at every block's end; write_panel now forces it inline there.
 //
-// Since the group walk reads x in chunks of its own row tiles (RoundedX), narrower x (gate, qo:
-// 1536 and 2048 wide) takes the k-blocked walk up to 20 rows only (DotTuning's
-// narrow_blocked_max_rows), where 24 and 32 rows of it ran faster in groups. bench_gemm, 1
-// thread, Zen 5, two interleaved passes, groups against blocked: 24 rows q1.5b.gate 2141-2191 ->
-// 1864-1881 us, 1b.gate 2681-2772 -> 2391-2469, q1.5b.qo 367-375 -> 325-326; 32 rows q1.5b.gate
-// 3010-3187 -> 2295-2354, 1b.gate 3687-3847 -> 2917-3011, q1.5b.qo 512-563 -> 402-415, 1b.qo
-// 940-1014 -> 715-839; 20 rows level (q1.5b.gate 1704-1785 against 1730-1754). Wider x keeps 40
-// (its other walk, many_rows_over_k_blocks, ran level at 32 rows and 1.1-1.25x slower at 20-24:
-// q1.5b.down 20 rows 1786-1938 -> 2119-2192 us, 1b.down 24 rows 2722-2861 -> 2984-3050).
+// Since the group walk reads x in chunks of its row tiles (RoundedX), x narrower than 4096 takes
+// this walk to 20 rows only (narrow_blocked_max_rows): bench_gemm, Zen 5, two interleaved passes,
+// groups against blocked, 24 rows q1.5b.gate 2141-2191 -> 1864-1881 us, 32 rows 3010-3187 ->
+// 2295-2354 (1b.gate 3687-3847 -> 2917-3011), 20 rows level. Wider x keeps 40: its other walk
+// (many_rows_over_k_blocks) ran 1.1-1.25x slower at 20-24 rows, level at 32.
 constexpr size_t kTileFitsBytes = 24 * 1024;  // a tile's x and its panel, beside the stream
 constexpr size_t kCallXBlockBytes = 16 * 1024;
 constexpr int kWideRowElements = 4096;  // down_proj's x and wider (many_rows_over_k_blocks)

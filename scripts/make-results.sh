@@ -43,9 +43,9 @@
 # --set qwen2.5-coder-amx: the same sweeps into results/qwen2.5-coder-amx/, for a host whose
 # --compute auto is amx (AMX tiles); ~70 minutes on the 2-core Intel guest (2026-12-02:
 # characterize ~6, fig3 ~7, fig4 ~8, fig5 ~4, fig6-fallback ~10, fig7-batch ~23, budget-auto ~5).
-# --set qwen2.5-coder-zen5: fig6-fallback and fig7-batch alone into results/qwen2.5-coder-zen5/;
-# ~21 minutes on a 2-core Zen 5 guest (2026-12-02: characterize ~4, fig6-fallback ~5,
-# fig7-batch ~11).
+# --set qwen2.5-coder-zen5: the sweeps of Figures 3-7 (not budget-auto) into
+# results/qwen2.5-coder-zen5/, on a 2-core Zen 5 guest (2026-12-02: characterize ~4,
+# fig6-fallback ~5, fig7-batch ~11; Figures 3-5's times in the set's README).
 #
 # Exit status: nonzero when a run fails, a sweep's figure is not drawn, or validate finds an
 # SD/SSD run without an AR baseline (or an unreadable file). Checks outside validate's
@@ -89,9 +89,10 @@ case "$set_name" in
     defaults=(fig3-fanout fig4-temperature fig5-saguaro-c fig6-fallback fig7-batch budget-auto)
     # -amx: the same sweeps on a host with AMX tiles, where --compute auto takes them (C2):
     # multi-row steps cost little more than one row, the GPU's regime, which the Zen hosts'
-    # vdpbf16ps (qwen2.5-coder) is not. A set of its own. -zen5: Figures 6 left and 7 alone
+    # vdpbf16ps (qwen2.5-coder) is not. A set of its own. -zen5: Figures 3-7 (not budget-auto)
     # on a Zen 5 host, whose full-width vdpbf16ps runs multi-row steps at twice Zen 4's rate.
-    [ "$set_name" != qwen2.5-coder-zen5 ] || defaults=(fig6-fallback fig7-batch)
+    [ "$set_name" != qwen2.5-coder-zen5 ] || defaults=(fig3-fanout fig4-temperature
+      fig5-saguaro-c fig6-fallback fig7-batch)
     ;;
   *) echo "make-results.sh: --set: unknown set '$set_name'" \
        "(known: qwen2.5-coder, qwen2.5-coder-amx, qwen2.5-coder-zen5)" >&2; exit 2 ;;

@@ -195,8 +195,8 @@ bool acceptance_given(const RunPlan& plan) {
   return plan.saguaro.alpha >= 0 || plan.decode.outcomes.synthetic;
 }
 
-// The flags' acceptance and r where given, the synthetic outcomes' where drawn, else the
-// defaults of LookaheadPrior.
+// The flags' acceptance and r where given (--fanout-r: one law for both conditions), the
+// synthetic outcomes' where drawn (their r and r_all), else the defaults of LookaheadPrior.
 LookaheadPrior plan_prior(const RunPlan& plan) {
   LookaheadPrior prior;
   const OutcomeModel& outcomes = plan.decode.outcomes;
@@ -204,10 +204,12 @@ LookaheadPrior plan_prior(const RunPlan& plan) {
     prior.acceptance = plan.saguaro.alpha;
   else if (outcomes.synthetic)
     prior.acceptance = outcomes.alpha;
-  if (plan.saguaro.r >= 0)
-    prior.r = plan.saguaro.r;
-  else if (outcomes.synthetic)
+  if (plan.saguaro.r >= 0) {
+    prior.r = prior.r_all = plan.saguaro.r;
+  } else if (outcomes.synthetic) {
     prior.r = outcomes.r;
+    prior.r_all = outcomes.r_all;
+  }
   prior.fallback = plan.saguaro.fallback;
   return prior;
 }

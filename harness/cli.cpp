@@ -216,9 +216,10 @@ void add_ssd_flags(CLI::App& app, RunConfig& c) {
              "Backup speculator: random tokens or ngram prompt lookup")
       ->group(ssd);
   app.add_option("--outcomes", c.outcomes,
-                 "real, or synthetic:alpha=A,r=R[,alpha_b=AB,r_b=RB]: forward passes stay "
-                 "real, verification outcomes are drawn per speculation source (acceptance A "
-                 "per token, bonus rank law P(rank > F) = (F+1)^-R; after a backup round AB and "
+                 "real, or synthetic:alpha=A,r=R[,r_all=RA,alpha_b=AB,r_b=RB]: forward passes "
+                 "stay real, verification outcomes are drawn per speculation source (acceptance "
+                 "A per token, bonus rank law P(rank > F) = (F+1)^-R, with RA (default R) after "
+                 "all K accepted; after a backup round AB and "
                  "RB: a random token is accepted with probability ~1/vocab, so AB defaults to 0 "
                  "for --backup random and must be given for ngram; RB defaults to "
                  "log2(1/(1-A)), so that the draft's top guess is the bonus with probability A; "

@@ -82,7 +82,7 @@ void refuse_flags_synthetic_outcomes_ignore(const RunConfig& c) {
 // The key=value items after "synthetic:", each key at most once; `expected` is the error for
 // anything else. The backup's values stay unset when not given.
 struct OutcomeItems {
-  std::optional<double> alpha, r, alpha_backup, r_backup;
+  std::optional<double> alpha, r, r_all, alpha_backup, r_backup;
 };
 
 OutcomeItems parse_outcome_items(std::string rest, const std::string& expected) {
@@ -100,6 +100,7 @@ OutcomeItems parse_outcome_items(std::string rest, const std::string& expected) 
     const bool probability = v >= 0 && v <= 1, exponent = v > 0 && std::isfinite(v);
     std::optional<double>* slot = key == "alpha"     ? &items.alpha
                                   : key == "r"       ? &items.r
+                                  : key == "r_all"   ? &items.r_all
                                   : key == "alpha_b" ? &items.alpha_backup
                                   : key == "r_b"     ? &items.r_backup
                                                      : nullptr;
@@ -117,8 +118,8 @@ OutcomeModel outcome_model(const RunConfig& c) {
   if (c.outcomes == "real") return m;
   const std::string prefix = "synthetic:";
   const std::string expected =
-      "--outcomes: expected real or synthetic:alpha=A,r=R[,alpha_b=AB,r_b=RB] with A, AB in "
-      "[0, 1] and R, RB > 0, got '" +
+      "--outcomes: expected real or synthetic:alpha=A,r=R[,r_all=RA,alpha_b=AB,r_b=RB] with A, "
+      "AB in [0, 1] and R, RA, RB > 0, got '" +
       c.outcomes + "'";
   if (c.outcomes.rfind(prefix, 0) != 0) throw InputError(expected);
   if (c.mode == Mode::AR) throw InputError("--outcomes: synthetic outcomes need --mode sd or ssd");
@@ -127,6 +128,7 @@ OutcomeModel outcome_model(const RunConfig& c) {
   const OutcomeItems items = parse_outcome_items(c.outcomes.substr(prefix.size()), expected);
   m.alpha = *items.alpha;
   m.r = *items.r;
+  m.r_all = items.r_all.value_or(m.r);  // one law for every position unless told otherwise
   if (items.alpha_backup) m.alpha_backup = *items.alpha_backup;
   // After a backup round (k = 0 nearly always) the bonus is the target's own next token, not a
   // residual: the draft's top candidate is it about as often as a draft token is accepted,

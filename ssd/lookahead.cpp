@@ -60,7 +60,7 @@ LookaheadChoice choose_ssd_lookahead(const LookaheadCosts& costs, const Lookahea
     // After a hit the glue step feeds the one speculation token not yet cached per sequence.
     in.glue_s = costs.draft_step_s;
     in.step_s = [&costs](double rows) { return costs.branch.seconds(rows); };
-    in.law = FanoutLaw{prior.acceptance, prior.r, prior.r};  // the prior has one r (Theorem 12)
+    in.law = FanoutLaw{prior.acceptance, prior.r, prior.r_all};
     in.primary_fallback_s = double(K) * costs.draft_step_s;
     // A random backup's tokens cost nothing to make and are (almost) never accepted.
     in.backup_fallback_s = 0.0;

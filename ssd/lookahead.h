@@ -43,7 +43,10 @@ struct LookaheadChoice {
 
 struct LookaheadPrior {
   double acceptance = 0.8;  // a: per-token acceptance (E[tokens] of Appendix A.2)
-  double r = kFanoutPrior;  // the fan-out power law's r (ssd/fanout.h), SSD only
+  // The fan-out power laws (ssd/fanout.h FanoutLaw), SSD only: after a rejection and after all
+  // K accepted (Theorem 18; one law, Theorem 12's, where they are equal).
+  double r = kFanoutPrior;
+  double r_all = kFanoutPrior;
   FallbackMode fallback = FallbackMode::Auto;
 };
 

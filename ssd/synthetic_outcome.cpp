@@ -10,9 +10,10 @@ Verdict draw_synthetic_verdict(const OutcomeModel& m, SpeculationSource source, 
                                UniformStream& u, int& rank) {
   const bool backup = source == SpeculationSource::Backup;
   const double alpha = backup ? m.alpha_backup : m.alpha;
-  const double r = backup ? m.r_backup : m.r;
   Verdict v;
   while (v.accepted < K && u.next() < alpha) ++v.accepted;
+  // The same draws in the same order whatever RA is: a run with r_all = r is the one-law run.
+  const double r = backup ? m.r_backup : v.accepted == K ? m.r_all : m.r;
   // P(rank >= j) = j^(-r) for j >= 1, so rank = floor(U^(-1/r)) with U uniform on (0, 1].
   const double U = 1.0 - u.next();
   rank = int(std::min(1e9, std::floor(std::pow(U, -1.0 / r))));

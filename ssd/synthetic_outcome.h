@@ -11,13 +11,17 @@
 
 namespace ssd {
 
-// --outcomes synthetic:alpha=A,r=R[,alpha_b=AB,r_b=RB] (the CMU proposal's synthetic
+// --outcomes synthetic:alpha=A,r=R[,r_all=RA,alpha_b=AB,r_b=RB] (the CMU proposal's synthetic
 // acceptance): every forward pass stays real, only the verification outcome is drawn, per the
 // source of the speculation being verified. A speculation drafted by the primary (first round,
 // cache hit, just-in-time fallback) has each token accepted with probability A until the first
 // rejection, and its bonus token is the draft's rank-j candidate at position k with
 // P(rank > F) = (F+1)^(-R) (the paper's power law, Definition 11, shifted so that an empty
-// cache always misses; see ssd/fanout.h). A backup speculation (SSD's fallback) uses AB and RB
+// cache always misses; see ssd/fanout.h). With every one of the K tokens accepted the bonus is
+// drawn with RA instead (default R): Theorem 18's second curve, the bonus then being the
+// target's own next token rather than a residual's, which the draft ranks far better (the
+// Qwen pair's fitted r: 2.94 after all K against 2.80 after a rejection at T = 0, 1.53-2.17
+// against 0.70-1.44 at T = 1). A backup speculation (SSD's fallback) uses AB and RB
 // instead: a uniformly random token is accepted with probability about 1/vocab, so AB = 0 for
 // --backup random unless given; an n-gram backup's acceptance depends on the text and must be
 // given. After a backup round the bonus is the target's own next token rather than a residual,
@@ -27,6 +31,7 @@ struct OutcomeModel {
   bool synthetic = false;
   double alpha = 0.8;
   double r = 1.0;
+  double r_all = 1.0;  // the primary's bonus after all K accepted (parse: R unless given)
   double alpha_backup = 0.0;
   double r_backup = 1.0;
 };

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """SSD / SAGUARO end to end through ssd-bench and mpirun: outcomes, records and errors.
 
-1. Synthetic outcomes (--outcomes synthetic:alpha=A,r=R[,alpha_b=AB,r_b=RB]) are faithful
-   per speculation source: the acceptance rate, per-position acceptance and cache hit rate of
-   primary-drafted rounds match A and R, those of backup rounds AB (0 for random tokens) and
+1. Synthetic outcomes (--outcomes synthetic:alpha=A,r=R[,r_all=RA,alpha_b=AB,r_b=RB]) are
+   faithful per speculation source: the acceptance rate, per-position acceptance and cache hit
+   rate of primary-drafted rounds match A and R (RA after all K accepted), those of backup rounds AB (0 for random tokens) and
    RB (default log2(1/(1-A))), and every looked-up outcome's hit is exactly 1 <= bonus_rank <= F_k.
 2. The /rounds records and the /summary SSD attributes agree with each other and with the
    algorithm (sources, fallbacks, fan-out budgets).
@@ -29,18 +29,22 @@ ARGS = None
 
 
 class SyntheticOutcomes(unittest.TestCase):
-    """--outcomes synthetic:alpha=A,r=R[,alpha_b=AB,r_b=RB]: the drawn outcomes follow the
-    model of the speculation's source (the primary's A, R; the backup's AB, RB, AB = 0 for a
-    random backup), and the cache hits exactly the outcomes whose bonus ranks within F."""
+    """--outcomes synthetic:alpha=A,r=R[,r_all=RA,alpha_b=AB,r_b=RB]: the drawn outcomes
+    follow the model of the speculation's source (the primary's A, and R after a rejection, RA
+    after all K accepted; the backup's AB, RB, AB = 0 for a random backup), and the cache hits
+    exactly the outcomes whose bonus ranks within F."""
     K = 3
     PROMPTS = 12
-    # name: (mode, A, R, F, fallback, backup, AB or None for the default, RB or None)
+    # name: (mode, A, R, F, fallback, backup, AB or None for the default, RB or None,
+    #        RA or None for one law)
     CASES = {
-        "ssd_a06_r07_f3": ("ssd", 0.6, 0.7, 3, "primary", "random", None, None),
-        "ssd_a08_r12_f1": ("ssd", 0.8, 1.2, 1, "backup", "random", None, None),
-        "ssd_a07_r09_f2_ngram": ("ssd", 0.7, 0.9, 2, "backup", "ngram", 0.4, 0.5),
-        "sd_a06_r07": ("sd", 0.6, 0.7, None, None, None, None, None),
-        "sd_a08_r12": ("sd", 0.8, 1.2, None, None, None, None, None),
+        "ssd_a06_r07_f3": ("ssd", 0.6, 0.7, 3, "primary", "random", None, None, None),
+        "ssd_a08_r12_f1": ("ssd", 0.8, 1.2, 1, "backup", "random", None, None, None),
+        "ssd_a07_r09_f2_ngram": ("ssd", 0.7, 0.9, 2, "backup", "ngram", 0.4, 0.5, None),
+        # Theorem 18's two curves, far apart: after all K accepted the bonus ranks far better
+        "ssd_a07_r05_ra25_f2": ("ssd", 0.7, 0.5, 2, "primary", "random", None, None, 2.5),
+        "sd_a06_r07": ("sd", 0.6, 0.7, None, None, None, None, None, None),
+        "sd_a08_r12": ("sd", 0.8, 1.2, None, None, None, None, None, None),
     }
 
     @classmethod
@@ -51,8 +55,9 @@ class SyntheticOutcomes(unittest.TestCase):
                   str(cls.K), "--num-prompts", str(cls.PROMPTS), "--batch-size", "6",
                   "--prompt-len", "6", "--max-new-tokens", "160", "--seed", "5", *COMMON]
         jobs = {}
-        for name, (mode, a, r, f, fallback, backup, ab, rb) in cls.CASES.items():
+        for name, (mode, a, r, f, fallback, backup, ab, rb, ra) in cls.CASES.items():
             spec = f"synthetic:alpha={a},r={r}"
+            spec += f",r_all={ra}" if ra is not None else ""
             spec += f",alpha_b={ab}" if ab is not None else ""
             spec += f",r_b={rb}" if rb is not None else ""
             flags = [*common, "--mode", mode, "--outcomes", spec]
@@ -126,7 +131,7 @@ class SyntheticOutcomes(unittest.TestCase):
                             f"{name}: P(rank >= {j}) = {got:.4f}, model {q:.4f}")
 
     def test_ssd(self):
-        for name, (mode, a, r, f, fallback, backup, ab, rb) in self.CASES.items():
+        for name, (mode, a, r, f, fallback, backup, ab, rb, ra) in self.CASES.items():
             if mode != "ssd":
                 continue
             with self.subTest(name=name):
@@ -138,7 +143,13 @@ class SyntheticOutcomes(unittest.TestCase):
                 from_backup = rounds["source"] == BACKUP
                 # Rounds the primary drafted (first, cache hit, just in time) follow A and R.
                 self.check_acceptance(f"{name} primary-drafted", a, rounds["accepted"][~from_backup])
-                self.check_ranks(name, rounds, ~from_backup, f, r)
+                if ra is None:
+                    self.check_ranks(name, rounds, ~from_backup, f, r)
+                else:  # each condition its own law, told apart by k
+                    all_k = rounds["accepted"] == self.K
+                    self.check_ranks(f"{name} after a rejection", rounds,
+                                     ~from_backup & ~all_k, f, r)
+                    self.check_ranks(f"{name} after all K", rounds, ~from_backup & all_k, f, ra)
                 if fallback == "primary":
                     self.assertFalse(from_backup.any(), name)
                     continue
@@ -150,7 +161,7 @@ class SyntheticOutcomes(unittest.TestCase):
                                  math.log2(1 / (1 - a)) if rb is None else rb)
 
     def test_sd(self):
-        for name, (mode, a, r, f, fallback, backup, ab, rb) in self.CASES.items():
+        for name, (mode, a, r, f, fallback, backup, ab, rb, ra) in self.CASES.items():
             if mode != "sd":
                 continue
             with self.subTest(name=name):
@@ -224,6 +235,8 @@ class Errors(unittest.TestCase):
                 (["--outcomes", "synthetic:alpha=2,r=1"], "--outcomes"),
                 (["--outcomes", "synthetic:alpha=0.5"], "--outcomes"),
                 (["--outcomes", "synthetic:alpha=0.5,r=0"], "--outcomes"),
+                (["--outcomes", "synthetic:alpha=0.5,r=1,r_all=0"], "--outcomes"),
+                (["--outcomes", "synthetic:alpha=0.5,r=1,r_all=2,r_all=3"], "--outcomes"),
                 (["--outcomes", "synthetic:alpha=0.5,r=1,alpha_b=1.5"], "--outcomes"),
                 (["--outcomes", "synthetic:alpha=0.5,r=1,alpha=0.6"], "--outcomes"),
                 (["--outcomes", "synthetic:alpha=0.5,r=1", "--backup", "ngram",

@@ -82,7 +82,7 @@ BudgetInputs expected_inputs(int K, double verify, int max_fanout_total,
   in.verify_s = verify;
   in.glue_s = 0.3;
   in.step_s = [](double rows) { return 0.05 + 0.02 * rows; };
-  in.law = FanoutLaw{prior.acceptance, prior.r, prior.r};
+  in.law = FanoutLaw{prior.acceptance, prior.r, prior.r_all};
   in.primary_fallback_s = K * 0.3;
   in.backup_fallback_allowed = false;
   return in;
@@ -93,6 +93,7 @@ TEST(SsdLookahead, EachKAtItsBestBudget) {
   LookaheadPrior prior;
   prior.acceptance = 0.8;
   prior.r = 0.7;
+  prior.r_all = 2.0;  // Theorem 18: the law after all K accepted is the prior's own
   prior.fallback = FallbackMode::Primary;
   const LookaheadChoice c = choose_ssd_lookahead(costs, prior, 0, 64);
   ASSERT_EQ(c.fanout_total.size(), 4u);

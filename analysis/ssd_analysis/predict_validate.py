@@ -65,11 +65,13 @@ def run_law(run, pooled_r):
     accepted (Theorem 18's two curves, ssd/fanout.h FanoutLaw), each fitted to the run's
     looked-up rounds of that condition (metrics.fit_power_law_mle) as FanoutEstimator would at
     the run's end: its own fit from MIN_CONDITION_ROUNDS rounds, pulled towards pooled_r by
-    CONDITION_PRIOR_WEIGHT; pooled_r below that. A run that drew synthetic outcomes has one
-    law (ssd/synthetic_outcome.h): (pooled_r, pooled_r)."""
+    CONDITION_PRIOR_WEIGHT; pooled_r below that. A run that drew synthetic outcomes has the
+    laws it drew from (ssd/synthetic_outcome.h): (pooled_r, its r_all, pooled_r unless given)."""
     rd = run.rounds
-    if "r" in outcome_law(run) or run.mode != "ssd" or rd.get("bonus_rank") is None \
-            or rd.get("accepted") is None:
+    law = outcome_law(run)
+    if "r" in law:
+        return pooled_r, float(law.get("r_all", pooled_r))
+    if run.mode != "ssd" or rd.get("bonus_rank") is None or rd.get("accepted") is None:
         return pooled_r, pooled_r
     K, looked = max(run.lookahead, 1), rd["outcome_hit"] >= 0
 

@@ -267,10 +267,13 @@ class Rounds(unittest.TestCase):
                                               np.ones(7, int), np.full(5, -1)])
         self.assertEqual(PV.run_law(SimpleNamespace(**{**vars(run), "rounds": few}), pooled)[1],
                          pooled)
-        # synthetic outcomes draw one law; SD has no cache
+        # synthetic outcomes draw from their own laws, one unless r_all is given; SD has no cache
         synthetic = SimpleNamespace(**{**vars(run), "config": {"outcomes":
                                                                  "synthetic:alpha=0.8,r=0.7"}})
         self.assertEqual(PV.run_law(synthetic, 0.7), (0.7, 0.7))
+        two = SimpleNamespace(**{**vars(run), "config": {
+            "outcomes": "synthetic:alpha=0.8,r=0.7,r_all=2.5,alpha_b=0.1"}})
+        self.assertEqual(PV.run_law(two, 0.7), (0.7, 2.5))
         self.assertEqual(PV.run_law(SimpleNamespace(**{**vars(run), "mode": "sd"}), 0.9),
                          (0.9, 0.9))
 

@@ -3,8 +3,9 @@
 
 1. Synthetic outcomes (--outcomes synthetic:alpha=A,r=R[,r_all=RA,alpha_b=AB,r_b=RB]) are
    faithful per speculation source: the acceptance rate, per-position acceptance and cache hit
-   rate of primary-drafted rounds match A and R (RA after all K accepted), those of backup rounds AB (0 for random tokens) and
-   RB (default log2(1/(1-A))), and every looked-up outcome's hit is exactly 1 <= bonus_rank <= F_k.
+   rate of primary-drafted rounds match A and R (RA after all K accepted), those of backup
+   rounds AB (0 for random tokens) and RB (default log2(1/(1-A))), and every looked-up
+   outcome's hit is exactly 1 <= bonus_rank <= F_k.
 2. The /rounds records and the /summary SSD attributes agree with each other and with the
    algorithm (sources, fallbacks, fan-out budgets).
 3. Bad SSD flags get one "ssd-bench: error:" line naming the flag, and exit status 2.

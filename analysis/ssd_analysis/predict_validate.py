@@ -193,8 +193,8 @@ def round_time_ratio(run, pred):
     error splits into the round's time (the host's speed during the run against the
     characterize file's) and the rest (tokens per round, start-up, time between rounds): priced
     at its own round time the error is (1 + rel_err) / ratio - 1. On the pair's Zen 5 set every
-    SD and SSD run's rest was within 8.4% while 23 of them missed 10%, by rounds 1.1-1.6x the
-    file's (verification beside the cache build in the host's slow two-core state)."""
+    SD and SSD run's rest was within 8.4% where 22 of the 36 missed 10%, most by rounds 1.1-1.6x
+    the file's (verification beside the cache build in the host's slow two-core state)."""
     rounds = run.rounds
     if run.mode == "ar" or not rounds or not len(rounds.get("rep", [])) or \
             not math.isfinite(pred.round_s) or pred.round_s <= 0:

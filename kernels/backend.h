@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,6 +88,16 @@ class Backend {
   // embed then reads that layout. By default it is stored as upload_weight_as stores it.
   virtual Buffer upload_matrix(const float* host, int out_dim, int in, DType storage) {
     return upload_weight_as(host, size_t(out_dim) * size_t(in), storage);
+  }
+  // A weight given as bf16 bits (a bf16 checkpoint's, WeightSource::read_bf16_into): a matrix
+  // [rows, cols] stored as upload_matrix stores it, or else stored as upload_weight_as stores
+  // rows * cols values, where uploads_bf16(storage, matrix). Exactly what their fp32 values
+  // would give (every bf16 widens to fp32 and rounds back to itself), without the widening. A
+  // backend that does not take them throws std::logic_error; the loader then widens to fp32.
+  virtual bool uploads_bf16(DType /*storage*/, bool /*matrix*/) const { return false; }
+  virtual Buffer upload_bf16(const uint16_t* /*host*/, int /*rows*/, int /*cols*/,
+                             DType /*storage*/, bool /*matrix*/) {
+    throw std::logic_error("upload_bf16: this backend takes weights in fp32");
   }
   // The type a weight requested as `storage` is actually kept in.
   virtual DType weight_storage(DType storage) const { return storage; }

@@ -215,17 +215,25 @@ std::vector<std::string> SafetensorsFile::names() const {
   return out;
 }
 
-void SafetensorsFile::read_f32(const std::string& name, int64_t row_begin, int64_t row_count,
-                               int64_t col_begin, int64_t col_count, float* out) const {
+const TensorInfo& SafetensorsFile::checked_slice(const std::string& name, int64_t row_begin,
+                                                 int64_t row_count, int64_t col_begin,
+                                                 int64_t col_count) const {
   const TensorInfo& t = info(name);
   const int64_t rows = t.rows(), cols = t.cols();
   if (row_begin < 0 || row_count < 0 || row_begin + row_count > rows || col_begin < 0 ||
       col_count < 0 || col_begin + col_count > cols) {
-    throw std::logic_error("read_f32: slice rows [" + std::to_string(row_begin) + ", +" +
+    throw std::logic_error("safetensors read: slice rows [" + std::to_string(row_begin) + ", +" +
                            std::to_string(row_count) + ") cols [" + std::to_string(col_begin) +
                            ", +" + std::to_string(col_count) + ") is outside " + name + " " +
                            shape_string(t.shape));
   }
+  return t;
+}
+
+void SafetensorsFile::read_f32(const std::string& name, int64_t row_begin, int64_t row_count,
+                               int64_t col_begin, int64_t col_count, float* out) const {
+  const TensorInfo& t = checked_slice(name, row_begin, row_count, col_begin, col_count);
+  const int64_t cols = t.cols();
   const uint8_t* base = data_ + t.data_begin;
   const size_t element = dtype_size(t.dtype);
 #pragma omp parallel for schedule(static) if (row_count * col_count >= kParallelElements)
@@ -233,6 +241,18 @@ void SafetensorsFile::read_f32(const std::string& name, int64_t row_begin, int64
     const uint8_t* src = base + size_t((row_begin + r) * cols + col_begin) * element;
     convert_row(t.dtype, src, out + r * col_count, col_count);
   }
+}
+
+void SafetensorsFile::read_bf16(const std::string& name, int64_t row_begin, int64_t row_count,
+                                int64_t col_begin, int64_t col_count, uint16_t* out) const {
+  const TensorInfo& t = checked_slice(name, row_begin, row_count, col_begin, col_count);
+  if (t.dtype != DType::BF16)
+    throw std::logic_error("read_bf16: " + name + " is " + dtype_name(t.dtype) + ", not BF16");
+  const int64_t cols = t.cols();
+  const uint8_t* base = data_ + t.data_begin;
+  for (int64_t r = 0; r < row_count; ++r)
+    std::memcpy(out + r * col_count, base + size_t((row_begin + r) * cols + col_begin) * 2,
+                size_t(col_count) * sizeof(uint16_t));
 }
 
 SafetensorsCheckpoint SafetensorsCheckpoint::open_file(const std::string& path) {

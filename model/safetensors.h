@@ -47,8 +47,15 @@ class SafetensorsFile {
   // caller bug: std::logic_error.
   void read_f32(const std::string& name, int64_t row_begin, int64_t row_count, int64_t col_begin,
                 int64_t col_count, float* out) const;
+  // The same slice of a BF16 tensor as its stored bits, copied as they are: what a loader that
+  // keeps bf16 weights needs, without widening to fp32 and rounding back. A tensor of another
+  // dtype, or a slice outside it, is a caller bug: std::logic_error.
+  void read_bf16(const std::string& name, int64_t row_begin, int64_t row_count, int64_t col_begin,
+                 int64_t col_count, uint16_t* out) const;
 
  private:
+  const TensorInfo& checked_slice(const std::string& name, int64_t row_begin, int64_t row_count,
+                                  int64_t col_begin, int64_t col_count) const;
   void parse_header();
 
   std::string path_;
@@ -72,6 +79,10 @@ class SafetensorsCheckpoint {
   void read_f32(const std::string& name, int64_t row_begin, int64_t row_count, int64_t col_begin,
                 int64_t col_count, float* out) const {
     file_of(name).read_f32(name, row_begin, row_count, col_begin, col_count, out);
+  }
+  void read_bf16(const std::string& name, int64_t row_begin, int64_t row_count, int64_t col_begin,
+                 int64_t col_count, uint16_t* out) const {
+    file_of(name).read_bf16(name, row_begin, row_count, col_begin, col_count, out);
   }
 
  private:

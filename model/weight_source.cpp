@@ -71,6 +71,14 @@ class SafetensorsSource : public WeightSource {
     out.resize(size_t(s.row_count * s.col_count));
     checkpoint_.read_f32(name, s.row_begin, s.row_count, s.col_begin, s.col_count, out.data());
   }
+  bool read_bf16_into(const std::string& name, const Slice& s,
+                      std::vector<uint16_t>& out) override {
+    checked_shape(shapes_, name, s);
+    if (checkpoint_.info(name).dtype != DType::BF16) return false;
+    out.resize(size_t(s.row_count * s.col_count));
+    checkpoint_.read_bf16(name, s.row_begin, s.row_count, s.col_begin, s.col_count, out.data());
+    return true;
+  }
 
  private:
   void validate() const {

@@ -57,12 +57,21 @@ class Loader {
     return upload(name, slice, weights_.dtype, true);
   }
   Buffer upload(const std::string& name, const Slice& slice, DType storage, bool matrix) {
-    source_.read_into(name, slice, values_);
-    const std::vector<float>& values = values_;
-    Buffer buffer = matrix ? backend_.upload_matrix(values.data(), int(slice.row_count),
-                                                    int(slice.col_count), storage)
-                           : backend_.upload_weight_as(values.data(), values.size(), storage);
-    weights_.bytes += values.size() * dtype_size(backend_.weight_storage(storage));
+    Buffer buffer;
+    size_t count = 0;
+    if (backend_.uploads_bf16(storage, matrix) &&
+        source_.read_bf16_into(name, slice, bf16_values_)) {
+      count = bf16_values_.size();
+      buffer = backend_.upload_bf16(bf16_values_.data(), int(slice.row_count), int(slice.col_count),
+                                    storage, matrix);
+    } else {
+      source_.read_into(name, slice, values_);
+      count = values_.size();
+      buffer = matrix ? backend_.upload_matrix(values_.data(), int(slice.row_count),
+                                               int(slice.col_count), storage)
+                      : backend_.upload_weight_as(values_.data(), count, storage);
+    }
+    weights_.bytes += count * dtype_size(backend_.weight_storage(storage));
     return buffer;
   }
 
@@ -70,7 +79,8 @@ class Loader {
   Backend& backend_;
   Shard shard_;
   Weights& weights_;
-  std::vector<float> values_;  // one tensor's fp32 values, reused (WeightSource::read_into)
+  std::vector<float> values_;          // one tensor's fp32 values, reused (WeightSource::read_into)
+  std::vector<uint16_t> bf16_values_;  // or its bf16 bits (WeightSource::read_bf16_into)
 };
 
 void release_buffer(Backend& backend, Buffer& buffer) {

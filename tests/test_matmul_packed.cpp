@@ -168,6 +168,77 @@ TEST(MatmulPacked, EmbedReadsRowsOfAPackedTable) {
   if (cpu_has_amx_bf16()) expect_embed_reads_rows(CpuCompute::Amx, DType::BF16);
 }
 
+// A bf16 checkpoint's weights are stored from their bits (CpuBackend::upload_bf16), not widened
+// to fp32 first: the packed bytes are those of their fp32 values in all three layouts, the CPU
+// backend's GEMM multiplies them alike under f32 and bf16 compute, fp32 storage (--weight-dtype
+// f32 on a bf16 checkpoint) included, and its row-major weights (an untied embedding, norms)
+// hold the same values; OpenBLAS's row-major matrices and AMX's tiles are left to the fp32 path.
+TEST(MatmulPacked, Bf16BitsStoreAsTheirFp32Values) {
+  const int rows = 5, out = 29, in = 77;  // a short last panel; a k tail at 16 and 32 lanes
+  std::vector<float> w = random_values(size_t(out) * in, 6);
+  std::vector<uint16_t> bits(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    bits[i] = float_to_bf16(w[i]);
+    w[i] = bf16_to_float(bits[i]);
+  }
+  const size_t count = packed_matrix_count(out, in);
+  for (const PackedFormat format : {PackedFormat::F32, PackedFormat::BF16, PackedFormat::BF16Dot}) {
+    const size_t bytes = count * (format == PackedFormat::F32 ? 4 : 2);
+    std::vector<uint8_t> from_f32(bytes, 0xAB), from_bits(bytes, 0xCD);
+    pack_matrix_from_f32(from_f32.data(), w.data(), out, in, format, 1);
+    pack_matrix_from_bf16(from_bits.data(), bits.data(), out, in, format, 2);
+    EXPECT_EQ(0, std::memcmp(from_f32.data(), from_bits.data(), bytes)) << int(format);
+  }
+  const std::vector<float> x = random_values(size_t(rows) * in, 7);
+  std::vector<CpuCompute> computes = {CpuCompute::F32};
+  if (cpu_has_bf16_dot()) computes.push_back(CpuCompute::BF16);
+  if (cpu_has_amx_bf16()) computes.push_back(CpuCompute::Amx);
+  for (const CpuCompute compute : computes)
+    for (const GemmKind gemm : {GemmKind::Invariant, GemmKind::OpenBLAS})
+      for (const DType storage : {DType::F32, DType::BF16}) {
+        if (gemm == GemmKind::OpenBLAS && compute != CpuCompute::F32) continue;
+        CpuBackend backend(1, gemm, compute);
+        // Row-major: the values themselves.
+        ASSERT_TRUE(backend.uploads_bf16(storage, false));
+        Buffer ra = backend.upload_weight_as(w.data(), w.size(), storage);
+        Buffer rb = backend.upload_bf16(bits.data(), out, in, storage, false);
+        EXPECT_FALSE(rb.packed);
+        EXPECT_EQ(ra.dtype, rb.dtype);
+        std::vector<float> va(w.size()), vb(w.size());
+        backend.to_host(va.data(), ra, 0, va.size());
+        backend.to_host(vb.data(), rb, 0, vb.size());
+        EXPECT_EQ(0, std::memcmp(va.data(), vb.data(), sizeof(float) * va.size()));
+        backend.release(ra);
+        backend.release(rb);
+        if (compute != CpuCompute::F32 && storage == DType::F32) {
+          EXPECT_THROW(backend.upload_bf16(bits.data(), out, in, storage, true),
+                       std::invalid_argument);
+          continue;
+        }
+        Buffer a = backend.upload_matrix(w.data(), out, in, storage);
+        if (!backend.uploads_bf16(storage, true)) {  // OpenBLAS's row-major copy, AMX's tiles
+          EXPECT_TRUE(gemm == GemmKind::OpenBLAS || compute == CpuCompute::Amx);
+          EXPECT_THROW(backend.upload_bf16(bits.data(), out, in, storage, true), std::logic_error);
+          backend.release(a);
+          continue;
+        }
+        Buffer b = backend.upload_bf16(bits.data(), out, in, storage, true);
+        EXPECT_TRUE(b.packed);
+        EXPECT_EQ(a.dtype, b.dtype);
+        ASSERT_EQ(a.count, b.count);
+        Buffer bx = backend.upload_weight(x.data(), x.size());
+        Buffer oa = backend.alloc(size_t(rows) * out), ob = backend.alloc(size_t(rows) * out);
+        backend.matmul(oa, bx, a, rows, in, out);
+        backend.matmul(ob, bx, b, rows, in, out);
+        std::vector<float> ya(size_t(rows) * out), yb(ya.size());
+        backend.to_host(ya.data(), oa, 0, ya.size());
+        backend.to_host(yb.data(), ob, 0, yb.size());
+        EXPECT_EQ(0, std::memcmp(ya.data(), yb.data(), sizeof(float) * ya.size()))
+            << backend.compute_for(storage) << " compute, gemm " << int(gemm);
+        for (Buffer* buf : {&a, &b, &bx, &oa, &ob}) backend.release(*buf);
+      }
+}
+
 // simd::reduce_vecs, which finishes a packed tile's accumulators together, gives each the bits of
 // simd::reduce_vec, which the row-major GEMM and attention use one at a time: lanes of mixed
 // magnitudes, so that any other order of the additions rounds differently, for every accumulator

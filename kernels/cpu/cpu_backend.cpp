@@ -39,6 +39,13 @@ void* aligned_uninitialized(size_t bytes) {
   return allocate_cpu_memory(bytes, false);
 }
 
+// The packed layout of a matrix kept as `kept`: bf16 takes the 32-wide k-vectors of the dot
+// kernel (CpuCompute::BF16) where that is the backend's bf16 kernel.
+PackedFormat packed_format(DType kept, bool dot_kernel) {
+  if (kept == DType::F32) return PackedFormat::F32;
+  return dot_kernel ? PackedFormat::BF16Dot : PackedFormat::BF16;
+}
+
 }  // namespace
 
 void* allocate_cpu_memory(size_t bytes, bool zero) {
@@ -148,9 +155,7 @@ Buffer CpuBackend::upload_weight_as(const float* host, size_t count, DType stora
 }
 
 Buffer CpuBackend::upload_matrix(const float* host, int out_dim, int in, DType storage) {
-  if (refuse_f32_ && weight_storage(storage) != DType::BF16)
-    throw std::invalid_argument("bf16 compute needs bf16 weights, and these are " +
-                                std::string(dtype_name(storage)));
+  check_matrix_storage(storage);
   if (gemm_ != GemmKind::Invariant)
     return upload_weight_as(host, size_t(out_dim) * size_t(in), storage);
   // Packed straight from the host's fp32 copy, with every element (the last panel's zero rows
@@ -166,10 +171,47 @@ Buffer CpuBackend::upload_matrix(const float* host, int out_dim, int in, DType s
   }
   const size_t count = packed_matrix_count(out_dim, in);
   Buffer b{aligned_uninitialized(count * dtype_size(kept)), count, kept, true};
-  const PackedFormat format = kept == DType::F32                ? PackedFormat::F32
-                              : bf16_kernel_ == Bf16Kernel::Dot ? PackedFormat::BF16Dot
-                                                                : PackedFormat::BF16;
-  pack_matrix_from_f32(b.data, host, out_dim, in, format, threads_);
+  pack_matrix_from_f32(b.data, host, out_dim, in,
+                       packed_format(kept, bf16_kernel_ == Bf16Kernel::Dot), threads_);
+  return b;
+}
+
+void CpuBackend::check_matrix_storage(DType storage) const {
+  if (refuse_f32_ && weight_storage(storage) != DType::BF16)
+    throw std::invalid_argument("bf16 compute needs bf16 weights, and these are " +
+                                std::string(dtype_name(storage)));
+}
+
+// Weights straight from a bf16 checkpoint's bits. Loading Qwen2.5-Coder-1.5B widened its 3.55 GB
+// to fp32 (a 933 MB staging buffer for the embedding) and rounded them back. OpenBLAS's
+// row-major matrices and AMX's tiles (pack_matrix_bf16_amx_from_f32) keep that way: no AMX host
+// was at hand to check a bf16 packer of the tiles against it.
+bool CpuBackend::uploads_bf16(DType storage, bool matrix) const {
+  if (!matrix) return true;
+  return gemm_ == GemmKind::Invariant &&
+         !(weight_storage(storage) == DType::BF16 && bf16_kernel_ == Bf16Kernel::Amx);
+}
+
+Buffer CpuBackend::upload_bf16(const uint16_t* host, int rows, int cols, DType storage,
+                               bool matrix) {
+  if (!uploads_bf16(storage, matrix))
+    return Backend::upload_bf16(host, rows, cols, storage, matrix);
+  const DType kept = weight_storage(storage);
+  if (!matrix) {  // as upload_weight_as stores it: row-major, every element written here
+    const size_t count = size_t(rows) * size_t(cols);
+    Buffer b{aligned_uninitialized(std::max<size_t>(count, 1) * dtype_size(kept)), count, kept};
+    if (kept == DType::BF16) {
+      if (count > 0) std::memcpy(b.data, host, count * sizeof(uint16_t));
+    } else {
+      for (size_t i = 0; i < count; ++i) f(b)[i] = bf16_to_float(host[i]);
+    }
+    return b;
+  }
+  check_matrix_storage(storage);
+  const size_t count = packed_matrix_count(rows, cols);
+  Buffer b{aligned_uninitialized(count * dtype_size(kept)), count, kept, true};
+  pack_matrix_from_bf16(b.data, host, rows, cols,
+                        packed_format(kept, bf16_kernel_ == Bf16Kernel::Dot), threads_);
   return b;
 }
 

@@ -64,6 +64,8 @@ class CpuBackend final : public Backend {
   // row-major weights, so with it the matrix stays row-major. Throws std::invalid_argument for
   // fp32 storage under CpuCompute::BF16 and Amx.
   Buffer upload_matrix(const float* host, int out_dim, int in, DType storage) override;
+  bool uploads_bf16(DType storage, bool matrix) const override;
+  Buffer upload_bf16(const uint16_t* host, int rows, int cols, DType storage, bool matrix) override;
   DType weight_storage(DType storage) const override {
     return storage == DType::BF16 ? DType::BF16 : DType::F32;
   }
@@ -91,6 +93,8 @@ class CpuBackend final : public Backend {
   void add_bias(Buffer& x, const Buffer& bias, int rows, int dim) override;
 
  private:
+  // upload_matrix's refusal of fp32 weights under bf16 or amx compute (refuse_f32_).
+  void check_matrix_storage(DType storage) const;
   int threads_;
   GemmKind gemm_;
   // Which kernel packs and multiplies bf16 matrices: matmul_packed_bf16 (fp32 products),
@@ -133,6 +137,10 @@ void pack_matrix_bf16_dot(uint16_t* dst, const uint16_t* w, int out_dim, int in)
 enum class PackedFormat { F32, BF16, BF16Dot };
 void pack_matrix_from_f32(void* dst, const float* w, int out_dim, int in, PackedFormat format,
                           int threads);
+// The same from bf16 bits (a bf16 checkpoint's): the bytes pack_matrix_from_f32 writes from their
+// fp32 values, without the widening.
+void pack_matrix_from_bf16(void* dst, const uint16_t* w, int out_dim, int in, PackedFormat format,
+                           int threads);
 void packed_dot_matrix_row_bf16(float* dst, const uint16_t* w, int row, int in);
 void matmul_bf16_dot(float* out, const float* x, const uint16_t* w, int rows, int in, int out_dim,
                      int threads);

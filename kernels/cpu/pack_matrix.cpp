@@ -23,6 +23,9 @@ inline uint16_t stored(uint16_t v, uint16_t*) {
 inline uint16_t stored(float v, uint16_t*) {
   return float_to_bf16(v);
 }
+inline float stored(uint16_t v, float*) {
+  return bf16_to_float(v);
+}
 
 // bf16 weights at the fp32-compute GEMM's lane count go in pairs of k-vectors where the build
 // reads them so (packed_layout::kPairedBf16).
@@ -108,6 +111,18 @@ void pack_matrix_bf16_dot(uint16_t* dst, const uint16_t* w, int out_dim, int in)
 
 void pack_matrix_from_f32(void* dst, const float* w, int out_dim, int in, PackedFormat format,
                           int threads) {
+  switch (format) {
+    case PackedFormat::F32:
+      return pack(static_cast<float*>(dst), w, out_dim, in, simd::kLanes, threads);
+    case PackedFormat::BF16:
+      return pack(static_cast<uint16_t*>(dst), w, out_dim, in, simd::kLanes, threads);
+    case PackedFormat::BF16Dot:
+      return pack(static_cast<uint16_t*>(dst), w, out_dim, in, packed_layout::kDotLanes, threads);
+  }
+}
+
+void pack_matrix_from_bf16(void* dst, const uint16_t* w, int out_dim, int in, PackedFormat format,
+                           int threads) {
   switch (format) {
     case PackedFormat::F32:
       return pack(static_cast<float*>(dst), w, out_dim, in, simd::kLanes, threads);

@@ -79,6 +79,19 @@ void unpack_row(float* dst, const W* w, int row, int in, int lanes = simd::kLane
     dst[k] = simd::widen(panel[offset_in_panel(row % kPanel, k, in, lanes, paired)]);
 }
 
+// The layout `format` names, from fp32 values or bf16 bits (S).
+template <typename S>
+void pack_in_format(void* dst, const S* w, int out_dim, int in, PackedFormat format, int threads) {
+  switch (format) {
+    case PackedFormat::F32:
+      return pack(static_cast<float*>(dst), w, out_dim, in, simd::kLanes, threads);
+    case PackedFormat::BF16:
+      return pack(static_cast<uint16_t*>(dst), w, out_dim, in, simd::kLanes, threads);
+    case PackedFormat::BF16Dot:
+      return pack(static_cast<uint16_t*>(dst), w, out_dim, in, packed_layout::kDotLanes, threads);
+  }
+}
+
 }  // namespace
 
 void packed_matrix_row(float* dst, const float* w, int row, int in) {
@@ -111,26 +124,12 @@ void pack_matrix_bf16_dot(uint16_t* dst, const uint16_t* w, int out_dim, int in)
 
 void pack_matrix_from_f32(void* dst, const float* w, int out_dim, int in, PackedFormat format,
                           int threads) {
-  switch (format) {
-    case PackedFormat::F32:
-      return pack(static_cast<float*>(dst), w, out_dim, in, simd::kLanes, threads);
-    case PackedFormat::BF16:
-      return pack(static_cast<uint16_t*>(dst), w, out_dim, in, simd::kLanes, threads);
-    case PackedFormat::BF16Dot:
-      return pack(static_cast<uint16_t*>(dst), w, out_dim, in, packed_layout::kDotLanes, threads);
-  }
+  pack_in_format(dst, w, out_dim, in, format, threads);
 }
 
 void pack_matrix_from_bf16(void* dst, const uint16_t* w, int out_dim, int in, PackedFormat format,
                            int threads) {
-  switch (format) {
-    case PackedFormat::F32:
-      return pack(static_cast<float*>(dst), w, out_dim, in, simd::kLanes, threads);
-    case PackedFormat::BF16:
-      return pack(static_cast<uint16_t*>(dst), w, out_dim, in, simd::kLanes, threads);
-    case PackedFormat::BF16Dot:
-      return pack(static_cast<uint16_t*>(dst), w, out_dim, in, packed_layout::kDotLanes, threads);
-  }
+  pack_in_format(dst, w, out_dim, in, format, threads);
 }
 
 }  // namespace ssd

@@ -73,5 +73,21 @@ inline size_t offset_in_panel(int j, int k, int in, int lanes = simd::kLanes, bo
 // vdpbf16ps, which multiplies them pairwise into 16 fp32 lanes.
 constexpr int kDotLanes = 32;
 
+// Tried and not kept (2026-12-03): wide matrices (in >= 4096, every down_proj) stored
+// k-block-major for this GEMM: panels in groups of 16, each group block by block of 32 k-vectors,
+// panel by panel within a block, so that a k-blocked walk (x's block in L1 beside the stream)
+// reads the weights front to back. In the panel-major layout such a walk jumps from one panel's
+// block to the next panel's, and 5 rows of 1b.down's 8192-wide x run fastest whole from L2, at
+// 1.31-1.44x a row alone. A stand-alone copy of the tiles (Zen 5, 1 thread, interleaved passes,
+// medians, 1b.down): 5 rows whole 937-1041 us, k-blocked in panel-major 1197-1310, k-blocked
+// k-block-major 726-848; in the kernel (bench_gemm, 3-5 passes) 4 and 5 rows of 1b.down and
+// q1.5b.down ran 0.82-0.91 of the time, 3 rows 0.97-0.99. But one row lost: one sequential stream
+// 1b.down 829-934 against 787-816 (two panel-major streams), q1.5b.down 705-806 against 650-666;
+// two streams within a group or from groups half the matrix apart were slower still (1.1-1.3x).
+// bench_decode llama-3.2-1b bf16 (row tiles of 6-20 rows in sub-blocks of 16 KiB of x, more rows in
+// chunks of two tiles), four interleaved passes: 1 row 0.84-1.02, 5 rows 0.94-1.00, 16 rows
+// 0.77-1.00, 80 rows 0.84-1.13 of the time, inside the host's noise, with down_proj's one-row loss
+// systematic.
+
 }  // namespace packed_layout
 }  // namespace ssd

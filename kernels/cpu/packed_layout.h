@@ -83,7 +83,7 @@ constexpr int kDotLanes = 32;
 // k-block-major 726-848; in the kernel (bench_gemm, 3-5 passes) 4 and 5 rows of 1b.down and
 // q1.5b.down ran 0.82-0.91 of the time, 3 rows 0.97-0.99. But one row lost: one sequential stream
 // 1b.down 829-934 against 787-816 (two panel-major streams), q1.5b.down 705-806 against 650-666;
-// two streams within a group or from groups half the matrix apart were slower still (1.1-1.3x).
+// two streams within a group or from groups half the matrix apart were slower still (1.1-1.4x).
 // bench_decode llama-3.2-1b bf16 (row tiles of 6-20 rows in sub-blocks of 16 KiB of x, more rows in
 // chunks of two tiles), four interleaved passes: 1 row 0.84-1.02, 5 rows 0.94-1.00, 16 rows
 // 0.77-1.00, 80 rows 0.84-1.13 of the time, inside the host's noise, with down_proj's one-row loss

@@ -84,12 +84,13 @@ constexpr int kDotLanes = 32;
 // q1.5b.down ran 0.82-0.91 of the time, 3 rows 0.97-0.99. But one row lost: one sequential stream
 // 1b.down 829-934 against 787-816 (two panel-major streams), q1.5b.down 705-806 against 650-666;
 // two streams within a group or from groups half the matrix apart were slower still (1.1-1.4x).
-// The loss is the k-blocked tile calls', not the layout's: one row's two panel-major streams taken
-// in blocked calls (accumulators saved between blocks, pointers stepped as the whole-k tile steps
-// them) ran 1b.down 965-1222 us (median 1115) in blocks of 32 k-vectors, 914-1245 (1002) in
-// blocks of 128, against 854-1135 (964) whole; q1.5b.down 807-1111 (904), 687-1010 (828) against
-// 777-911 (798) (six interleaved passes). So a one-row walk over this layout needs blocks of ~128
-// k-vectors or more, where 5 rows' x (40 KB a block) no longer stays in L1.
+// Part of the loss may be the k-blocked tile calls', not the layout's: one row's two panel-major
+// streams taken in blocked calls (accumulators saved between blocks, pointers stepped as the
+// whole-k tile steps them), six interleaved passes, medians: 1b.down 1115 us in blocks of 32
+// k-vectors, 1002 in blocks of 128, 964 whole; q1.5b.down 904, 828, 798. A second run of six
+// passes, on a noisier host (whole-k 962-1153 us), put blocks of 32 at 0.99x and 1.06x of whole
+// (starting each block from zero and adding the saved sums after: 1.04x, 1.01x): the effect is
+// the size of this host's noise.
 // bench_decode llama-3.2-1b bf16 (row tiles of 6-20 rows in sub-blocks of 16 KiB of x, more rows in
 // chunks of two tiles), four interleaved passes: 1 row 0.84-1.02, 5 rows 0.94-1.00, 16 rows
 // 0.77-1.00, 80 rows 0.84-1.13 of the time, inside the host's noise, with down_proj's one-row loss

@@ -54,8 +54,7 @@ using packed_layout::panels;
 
 // Panels per group for 6 or more rows (see row_tiles_over_groups): one panel while the call's x
 // fits in L2 beside it (DotTuning's one_panel_x_bytes: a quarter or a half of a 1 MiB L2); for a
-// wider x, 256 KiB of weights, which stay in L2 while every row tile walks them with its own rows
-// of x.
+// wider x, 256 KiB of weights, staying in L2 while every row tile walks them with its rows of x.
 constexpr size_t kGroupBytes = 256 * 1024;
 
 // How the multi-row walks prefetch their weights on this core (DotTuning::nta_prefetch).
@@ -64,8 +63,9 @@ Prefetch tuned_prefetch() {
 }
 
 // 3-5 rows with x whole, on Zen 5 (one_tile_per_panel): the weights prefetched this far ahead
-// with prefetchnta. 6-8 KiB ran fastest: 4 KiB 1.1x slower, 12-16 KiB 1.1-1.15x (a stand-alone
-// copy of the tile, 5 rows of 1b.gate, 1.5b.gate and 124m.head, 1 thread, 15 interleaved passes).
+// with prefetchnta. 6-8 KiB ran fastest: 4 KiB 1.1x slower, 12-16 KiB 1.1-1.15x (a copy of the
+// tile, 5 rows of 1b.gate, 1.5b.gate, 124m.head, 15 interleaved passes); calls in turn in one
+// process (12-03): 6 KiB 0.92-0.99, others 0.97-1.18, panels p, p + half in turn 1.15-1.37x.
 constexpr size_t kWholeXNtaAhead = 8 * 1024;
 
 // One row's software prefetch distance, ahead of each weight read. One row left to the hardware

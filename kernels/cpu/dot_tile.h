@@ -235,7 +235,7 @@ inline void tile(float* out, const RoundedX& x, int r0, const PanelRef (&ref)[P]
     write_panel<R, Blocked>(out, acc[h], x, r0, ref[h], in_vec, tail, out_dim);
 }
 
-PanelRef panel_ref(const uint16_t* w, int p, int in, int out_dim) {
+inline PanelRef panel_ref(const uint16_t* w, int p, int in, int out_dim) {
   return {w + size_t(p) * kPanel * in, p * kPanel, std::min(kPanel, out_dim - p * kPanel)};
 }
 

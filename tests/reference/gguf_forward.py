@@ -10,11 +10,12 @@ attention with a KV cache per prompt, SwiGLU, final norm, LM head (tied when the
 output.weight).
 
 A batch of prompts runs together, each with its own KV cache, but every weight matrix is
-read once per step for all rows of the step. Weights are held as float32 (1.5 B parameters
-fit in ~6 GB); each matmul converts the weight to float64 block by block, so products and
-sums are float64. Writes an .npz: `tokens` int32 [prompts, steps] (the greedy tokens, or the
---force tokens) and `logits` float32 [prompts, steps, vocab] (row j: the logits that chose
-token j: after prefill for j = 0, after feeding token j - 1 otherwise).
+read once per step for all rows of the step. Weights are held as bfloat16 bit patterns
+(--weights bf16; 1.5 B parameters in ~3 GB) or float32 (exact); each matmul converts the
+weight to float64 block by block, so products and sums are float64. Writes an .npz: `tokens`
+int32 [prompts, steps] (the greedy tokens, or the --force tokens) and `logits` float32
+[prompts, steps, vocab] (row j: the logits that chose token j: after prefill for j = 0, after
+feeding token j - 1 otherwise).
 
   gguf_forward.py --gguf model.gguf --prompts prompts.jsonl --steps 32 --weights bf16 \\
       --out ref.npz [--force other.npz] [--show]
@@ -39,7 +40,7 @@ from ssd_analysis import venv  # noqa: E402
 venv.ensure("gguf")
 
 import numpy as np  # noqa: E402
-from gguf_model import GgufModel, keep_freed_memory  # noqa: E402
+from gguf_model import GgufModel, keep_freed_memory, widen  # noqa: E402
 
 # float64 elements of one converted weight block: ~1 MB stays in the core's cache between
 # the conversion and the matmul, where whole-matrix conversion streams 8 bytes per weight
@@ -48,14 +49,15 @@ BLOCK_ELEMENTS = 1 << 17
 
 
 def linear(x, weight, bias=None):
-    """x float64 [n, in] @ weight.T (float32 [out, in], converted exactly to float64)."""
+    """x float64 [n, in] @ weight.T (float32 [out, in], or bfloat16 bit patterns as uint16;
+    converted exactly to float64)."""
     out_t = np.empty((weight.shape[0], x.shape[0]))
     step = max(8, BLOCK_ELEMENTS // weight.shape[1])
     block64 = np.empty((step, weight.shape[1]))
     for begin in range(0, weight.shape[0], step):
         block = weight[begin:begin + step]
         converted = block64[:block.shape[0]]
-        converted[...] = block
+        converted[...] = widen(block) if block.dtype == np.uint16 else block
         np.matmul(converted, x.T, out=out_t[begin:begin + block.shape[0]])
     out = np.ascontiguousarray(out_t.T)
     return out if bias is None else out + bias

@@ -104,7 +104,9 @@ double linear_bytes(const std::vector<LinearShape>& shapes, int element_bytes) {
 
 // Every rank's copy bandwidth, all at once; then the host's own read loop, alone on the node's
 // memory, and its compute peaks (the other ranks wait): both computes', so that the file holds
-// the one not chosen too.
+// the one not chosen too. Then the read loop on every rank of the node at once, with rank 0's
+// best streams: on a 2-core guest one core read 33-37 GB/s alone and 19-22 beside the other
+// (2026-12-03), which bounds SSD's two ranks however their rounds overlap.
 void measure_memory_phases(const CharacterizeConfig& c, Launch& launch, CharacterizeReport& report,
                            RankResults& mine) {
   const RankLayout& layout = launch.layout;
@@ -120,6 +122,12 @@ void measure_memory_phases(const CharacterizeConfig& c, Launch& launch, Characte
       report.host_amx_bf16 = measure_host_amx_bf16(c.threads);
     }
   });
+  int streams = report.host_read ? report.host_read->streams : 1;
+  MPI_Bcast(&streams, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<float> buffer;
+  run_collectively(MPI_COMM_WORLD, [&] { buffer = node_read_buffer(c.memory_bytes, c.threads); });
+  const NodeReadResult node = measure_node_read(buffer, c.threads, streams);
+  if (layout.is_run_leader() && node.ranks > 1) report.node_read = node;
 }
 
 // Each model's GEMMs on the ranks that hold it, at the rows its steps multiply.

@@ -77,6 +77,12 @@ void write_host_headline(ResultFile& f, const CharacterizeReport& r) {
     f.set_attr("/", "bandwidth_1thread_gbps", r.host_read->one_thread_gbps);
     f.set_attr("/", "bandwidth_streams_per_thread", r.host_read->streams);
   }
+  if (r.node_read) {
+    f.set_attr("/", "node_read_gbps", r.node_read->gbps);
+    f.set_attr("/", "node_read_ranks", r.node_read->ranks);
+    f.set_attr("/", "node_read_min_rank_gbps", r.node_read->min_rank_gbps);
+    f.set_attr("/", "node_read_max_rank_gbps", r.node_read->max_rank_gbps);
+  }
   if (r.host_fma) {
     f.set_attr("/", "host_fma_gflops", r.host_fma->gflops);
     f.set_attr("/", "host_fma_1thread_gflops", r.host_fma->one_thread_gflops);

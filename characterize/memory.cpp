@@ -1,6 +1,8 @@
 // Memory bandwidth: Backend::copy between two buffers well above the last-level cache (the
 // number every rank reports, from its own backend), and the CPU read loop of the host (rank 0,
-// kept from the single-rank characterize: a read-only stream is what a CPU decode step does).
+// kept from the single-rank characterize: a read-only stream is what a CPU decode step does),
+// alone and with every rank of its node reading at once.
+#include <mpi.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -37,6 +39,8 @@ MemoryResult measure_copy_bandwidth(Backend& backend, int64_t bytes, double min_
 namespace {
 
 constexpr int kReadPasses = 3;
+// measure_node_read's passes, each with every rank: their mean is its figure, not their best.
+constexpr int kNodeReadPasses = 5;
 
 // Internal, inlined helpers: without AVX, GCC's -Wpsabi note about passing 32-byte vectors
 // concerns no ABI anyone links against.
@@ -79,6 +83,15 @@ double read_pass(const float* p, size_t count, int threads) {
   return double(bytes) / seconds / 1e9;
 }
 
+using ReadPass = double (*)(const float*, size_t, int);
+
+ReadPass read_pass_for(int streams) {
+  return streams >= 8   ? read_pass<8>
+         : streams >= 4 ? read_pass<4>
+         : streams >= 2 ? read_pass<2>
+                        : read_pass<1>;
+}
+
 // Read bandwidth in GB/s (1e9 bytes): the best pass over 1, 2, 4 and 8 streams per thread.
 std::pair<double, int> read_bandwidth(const float* p, size_t count, int threads) {
   std::pair<double, int> best{0.0, 1};
@@ -103,6 +116,36 @@ HostReadResult measure_host_read(int64_t bytes, int threads) {
   std::tie(r.one_thread_gbps, r.one_thread_streams) = read_bandwidth(buf.data(), count, 1);
   std::tie(r.gbps, r.streams) = threads == 1 ? std::pair(r.one_thread_gbps, r.one_thread_streams)
                                              : read_bandwidth(buf.data(), count, threads);
+  return r;
+}
+
+std::vector<float> node_read_buffer(int64_t bytes, int threads) {
+  return random_floats(size_t(bytes) / sizeof(float) / 64 * 64, 7, threads);
+}
+
+NodeReadResult measure_node_read(const std::vector<float>& buffer, int threads, int streams) {
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node);
+  NodeReadResult r;
+  MPI_Comm_size(node, &r.ranks);
+  r.streams = streams;
+  r.passes = kNodeReadPasses;
+  const ReadPass pass = read_pass_for(streams);
+  pass(buffer.data(), buffer.size(), threads);  // warm-up: thread pool, TLB
+  // A barrier before every pass, so that the ranks' passes overlap (one that ran ahead would
+  // read part of its pass alone), and the mean of the passes: the rate while all read.
+  double sum = 0.0;
+  for (int i = 0; i < r.passes; ++i) {
+    MPI_Barrier(node);
+    sum += pass(buffer.data(), buffer.size(), threads);
+  }
+  const double mine = sum / r.passes;
+  MPI_Reduce(&mine, &r.gbps, 1, MPI_DOUBLE, MPI_SUM, 0, node);
+  MPI_Reduce(&mine, &r.min_rank_gbps, 1, MPI_DOUBLE, MPI_MIN, 0, node);
+  MPI_Reduce(&mine, &r.max_rank_gbps, 1, MPI_DOUBLE, MPI_MAX, 0, node);
+  MPI_Comm_free(&node);
   return r;
 }
 

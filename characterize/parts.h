@@ -74,6 +74,17 @@ struct HostReadResult {  // the CPU read loop (rank 0 only; the host, whatever t
   int streams = 0, one_thread_streams = 0;  // concurrent streams per thread of the best pass
 };
 
+// Every rank on a node running the read loop at once, each over a buffer of its own (SSD's
+// target and draft ranks stream their weights together): what the node's memory gives ranks
+// that read together, beside HostReadResult's one rank alone. World rank 0's node.
+struct NodeReadResult {
+  int ranks = 0;      // on the node, each with HostReadResult::threads threads
+  int streams = 0;    // per thread: rank 0's best alone
+  int passes = 0;     // each started together (a barrier before each)
+  double gbps = 0.0;  // the ranks' mean rates, summed
+  double min_rank_gbps = 0.0, max_rank_gbps = 0.0;
+};
+
 struct GemmResult {  // one Backend::matmul shape at one row count
   int rank = 0;
   std::string model;    // target | draft
@@ -125,6 +136,11 @@ std::vector<RankResults> gather_results(const RankResults& mine);
 
 MemoryResult measure_copy_bandwidth(Backend& backend, int64_t bytes, double min_time);
 HostReadResult measure_host_read(int64_t bytes, int threads);
+// The buffer of measure_node_read (random values, first touched by `threads` threads).
+std::vector<float> node_read_buffer(int64_t bytes, int threads);
+// Collective over MPI_COMM_WORLD, every rank at once (throws nothing): the result on each
+// node's lowest world rank, so world rank 0 holds its node's.
+NodeReadResult measure_node_read(const std::vector<float>& buffer, int threads, int streams);
 // The host's compute peaks: characterize/compute_peak.h.
 
 struct LinearShape {
@@ -244,6 +260,7 @@ struct CharacterizeReport {
   std::vector<CharacterizeModel> models;
   std::vector<RankResults> ranks;
   std::optional<HostReadResult> host_read;
+  std::optional<NodeReadResult> node_read;      // where world rank 0's node holds 2 or more ranks
   std::optional<HostPeakResult> host_fma;       // fp32 FMAs (--compute f32)
   std::optional<HostPeakResult> host_bf16_dot;  // vdpbf16ps (--compute bf16), where there is one
   std::optional<HostPeakResult> host_amx_bf16;  // TDPBF16PS (--compute amx), where there is one

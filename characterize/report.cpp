@@ -62,6 +62,17 @@ int print_memory(std::ostream& os, const CharacterizeReport& r) {
     os << "\n";
     bad += !positive(h.gbps);
   }
+  if (r.node_read) {
+    const NodeReadResult& n = *r.node_read;
+    os << format(
+        "# node read bandwidth (the %d ranks on world rank 0's node each summing a buffer of its "
+        "own at once, %d streams per thread, mean of %d passes started together): %.2f GB/s "
+        "together, %.2f-%.2f a rank",
+        n.ranks, n.streams, n.passes, n.gbps, n.min_rank_gbps, n.max_rank_gbps);
+    if (r.host_read) os << format(", %.2fx world rank 0's alone", n.gbps / r.host_read->gbps);
+    os << "\n";
+    bad += !positive(n.gbps) + !positive(n.min_rank_gbps);
+  }
   const auto peak = [&](const std::optional<HostPeakResult>& h, const char* what,
                         const char* instruction) {
     if (!h) return;

@@ -58,6 +58,16 @@ class CharacterizeChecks:
                   "host_read_gbps", "host_fma_gflops", "host_fma_1thread_gflops", "gemm_step_ms"):
             self.assertGreater(float(f.attrs[a]), 0, a)
         self.assertIn(int(f.attrs["host_fma_lanes"]), (8, 16))
+        # Every rank on the node read at once (all of this test's ranks share one node).
+        if ranks > 1:
+            self.assertEqual(int(f.attrs["node_read_ranks"]), ranks)
+            low, high = (float(f.attrs[f"node_read_{e}_rank_gbps"]) for e in ("min", "max"))
+            self.assertGreater(low, 0)
+            self.assertLessEqual(low, high)
+            self.assertAlmostEqual(float(f.attrs["node_read_gbps"]) / ranks, (low + high) / 2,
+                                   delta=(high - low) / 2 + 1e-9)
+        else:
+            self.assertNotIn("node_read_gbps", f.attrs)
         if cpu_has_bf16():  # the bf16 peak is measured beside the fp32 one, whatever --compute
             self.assertGreater(float(f.attrs["host_bf16_dot_gflops"]), 0)
             self.assertGreater(float(f.attrs["host_bf16_dot_1thread_gflops"]), 0)

@@ -124,10 +124,8 @@ std::vector<float> node_read_buffer(int64_t bytes, int threads) {
 }
 
 NodeReadResult measure_node_read(const std::vector<float>& buffer, int threads, int streams) {
-  int world_rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, world_rank, MPI_INFO_NULL, &node);
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
   NodeReadResult r;
   MPI_Comm_size(node, &r.ranks);
   r.streams = streams;
@@ -142,9 +140,9 @@ NodeReadResult measure_node_read(const std::vector<float>& buffer, int threads, 
     sum += pass(buffer.data(), buffer.size(), threads);
   }
   const double mine = sum / r.passes;
-  MPI_Reduce(&mine, &r.gbps, 1, MPI_DOUBLE, MPI_SUM, 0, node);
-  MPI_Reduce(&mine, &r.min_rank_gbps, 1, MPI_DOUBLE, MPI_MIN, 0, node);
-  MPI_Reduce(&mine, &r.max_rank_gbps, 1, MPI_DOUBLE, MPI_MAX, 0, node);
+  MPI_Allreduce(&mine, &r.gbps, 1, MPI_DOUBLE, MPI_SUM, node);
+  MPI_Allreduce(&mine, &r.min_rank_gbps, 1, MPI_DOUBLE, MPI_MIN, node);
+  MPI_Allreduce(&mine, &r.max_rank_gbps, 1, MPI_DOUBLE, MPI_MAX, node);
   MPI_Comm_free(&node);
   return r;
 }

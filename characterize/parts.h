@@ -138,8 +138,8 @@ MemoryResult measure_copy_bandwidth(Backend& backend, int64_t bytes, double min_
 HostReadResult measure_host_read(int64_t bytes, int threads);
 // The buffer of measure_node_read (random values, first touched by `threads` threads).
 std::vector<float> node_read_buffer(int64_t bytes, int threads);
-// Collective over MPI_COMM_WORLD, every rank at once (throws nothing): the result on each
-// node's lowest world rank, so world rank 0 holds its node's.
+// Collective over MPI_COMM_WORLD, every rank at once (throws nothing): each rank gets its own
+// node's result.
 NodeReadResult measure_node_read(const std::vector<float>& buffer, int threads, int streams);
 // The host's compute peaks: characterize/compute_peak.h.
 

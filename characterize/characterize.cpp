@@ -105,8 +105,9 @@ double linear_bytes(const std::vector<LinearShape>& shapes, int element_bytes) {
 // Every rank's copy bandwidth, all at once; then the host's own read loop, alone on the node's
 // memory, and its compute peaks (the other ranks wait): both computes', so that the file holds
 // the one not chosen too. Then the read loop on every rank of the node at once, with rank 0's
-// best streams: on a 2-core guest one core read 33-37 GB/s alone and 19-22 beside the other
-// (2026-12-03), which bounds SSD's two ranks however their rounds overlap.
+// best streams, which bounds SSD's two ranks however their rounds overlap: on a 2-core guest
+// (2026-12-03) two ranks read 44.5-44.8 GB/s together against 37.8-39.7 for one alone at times,
+// 62.8-76.2 against 39.4-41.9 minutes later.
 void measure_memory_phases(const CharacterizeConfig& c, Launch& launch, CharacterizeReport& report,
                            RankResults& mine) {
   const RankLayout& layout = launch.layout;

@@ -76,7 +76,8 @@ struct HostReadResult {  // the CPU read loop (rank 0 only; the host, whatever t
 
 // Every rank on a node running the read loop at once, each over a buffer of its own (SSD's
 // target and draft ranks stream their weights together): what the node's memory gives ranks
-// that read together, beside HostReadResult's one rank alone. World rank 0's node.
+// that read together, beside HostReadResult's one rank alone. The report keeps world rank 0's
+// node's.
 struct NodeReadResult {
   int ranks = 0;      // on the node, each with HostReadResult::threads threads
   int streams = 0;    // per thread: rank 0's best alone

@@ -2,7 +2,8 @@
 
 FILES are characterize files and run files of one target/draft pair from any number of
 machines (machine.py groups them by the /machine identity, never averaging two machines). Per
-machine, from its characterize files: the host's read and copy bandwidth, the compute peak of
+machine, from its characterize files: the host's read bandwidth (one rank alone, and every rank
+of the node at once where the file has it) and copy bandwidth, the compute peak of
 each compute mode (fp32 FMA, bf16 dot product; on a GPU the best GEMM), the AR step, the
 verification of K+1 rows and of 16 rows in AR steps, the draft step in target steps, and the
 communication characterize measured (draft<->target link, all-reduce); a machine's figures are
@@ -32,10 +33,11 @@ from .tables import emit_table, format_cell
 
 HARDWARE = [("machine", ""), ("cpu", ""), ("gpu", ""), ("driver", ""), ("cpus", ""),
             ("mem_GiB", ".0f"), ("hosts", ""), ("files", ""), ("read_GBps", ".1f"),
-            ("copy_GBps", ".1f"), ("fp32_GFLOPs", ".1f"), ("bf16_GFLOPs", ".1f"),
-            ("gemm_GFLOPs", ".1f"), ("AR_ms", ".3f"), ("verify_K+1_AR", ".2f"),
-            ("verify_16_AR", ".2f"), ("draft_step_target", ".3f"), ("p2p_us", ".2f"),
-            ("p2p_GBps", ".2f"), ("allreduce_us", ".2f"), ("allreduce_GBps", ".2f")]
+            ("node_read_GBps", ".1f"), ("copy_GBps", ".1f"), ("fp32_GFLOPs", ".1f"),
+            ("bf16_GFLOPs", ".1f"), ("gemm_GFLOPs", ".1f"), ("AR_ms", ".3f"),
+            ("verify_K+1_AR", ".2f"), ("verify_16_AR", ".2f"), ("draft_step_target", ".3f"),
+            ("p2p_us", ".2f"), ("p2p_GBps", ".2f"), ("allreduce_us", ".2f"),
+            ("allreduce_GBps", ".2f")]
 SPEEDS = [("machine", ""), ("AR", ".1f"), ("AR_meas", ".1f"), ("SD", ".1f"), ("SD_meas", ".1f"),
           ("SSD", ".1f"), ("SSD_meas", ".1f"), ("AR/1st", ".2f"), ("SD/1st", ".2f"),
           ("SSD/1st", ".2f"), ("AR_meas/1st", ".2f"), ("SD_meas/1st", ".2f"),
@@ -117,7 +119,8 @@ def char_figures(char, K):
     ar = target(b, b) if target is not None else math.nan
     gflops = np.asarray(char.gemm.get("gflops", []), float)
     return {
-        "read_GBps": _attr(char, "host_read_gbps"), "copy_GBps": _attr(char, "bandwidth_gbps"),
+        "read_GBps": _attr(char, "host_read_gbps"), "node_read_GBps": _attr(char, "node_read_gbps"),
+        "copy_GBps": _attr(char, "bandwidth_gbps"),
         "fp32_GFLOPs": _attr(char, "host_fma_gflops"),
         "bf16_GFLOPs": _attr(char, "host_bf16_dot_gflops"),
         "gemm_GFLOPs": float(gflops.max()) if gflops.size else math.nan,

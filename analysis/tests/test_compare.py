@@ -28,7 +28,8 @@ KINDS = "ar,verify,draft,glue,branch,rows"
 
 # Two machines: the target's step of 1 (AR), 5 (K = 4's verification) and 16 rows, the draft's
 # one-row step, in seconds, and what characterize's headline says of the host.
-ZEN = {"steps": (0.010, 0.012, 0.020), "draft": 0.001, "read": 24.0, "copy": 23.0,
+ZEN = {"steps": (0.010, 0.012, 0.020), "draft": 0.001, "read": 24.0, "node_read": 29.0,
+       "copy": 23.0,
        "fma": 115.0, "bf16": 230.0, "p2p_s": 6e-7, "p2p_gbps": 6.0,
        "machine": {"cpu_model": "AMD EPYC", "cpu_family": 25, "cpu_model_number": 17,
                    "cpu_flags": "avx2 avx512f avx512_bf16", "cpus": 2,
@@ -59,6 +60,8 @@ def write_characterize(path, m, target="synthetic:llama-124m", machine=True):
                   "cpu_model": m["machine"]["cpu_model"], "host_cpus": m["machine"]["cpus"],
                   "gpu_model": "none", "decode_bytes_per_token": 2.0 * 40000,
                   "compute_peak": "bf16 dot-product" if m["bf16"] else "fp32 FMA"})
+        if m.get("node_read"):  # two or more ranks on the node (absent with one)
+            a["node_read_gbps"] = m["node_read"]
         if m["bf16"]:
             a["host_bf16_dot_gflops"] = m["bf16"]
         for role, spec in (("target", target), ("draft", "synthetic:llama-12m")):
@@ -138,6 +141,7 @@ class Compare(unittest.TestCase):
             self.assertEqual(int(row["cpus"]), m["machine"]["cpus"])
             self.assertEqual(int(row["mem_GiB"]), m["machine"]["memory_bytes"] // 2 ** 30)
             self.assertAlmostEqual(float(row["read_GBps"]), m["read"])
+            self.assertEqual(row["node_read_GBps"], str(m.get("node_read", "nan")))
             self.assertAlmostEqual(float(row["copy_GBps"]), m["copy"])
             self.assertAlmostEqual(float(row["fp32_GFLOPs"]), m["fma"])
             self.assertEqual(row["bf16_GFLOPs"], str(m["bf16"] or "nan"))

@@ -126,7 +126,7 @@ void measure_memory_phases(const CharacterizeConfig& c, Launch& launch, Characte
   int streams = report.host_read ? report.host_read->streams : 1;
   MPI_Bcast(&streams, 1, MPI_INT, 0, MPI_COMM_WORLD);
   std::vector<float> buffer;
-  run_collectively(MPI_COMM_WORLD, [&] { buffer = node_read_buffer(c.memory_bytes, c.threads); });
+  run_collectively(MPI_COMM_WORLD, [&] { buffer = read_loop_buffer(c.memory_bytes, c.threads); });
   const NodeReadResult node = measure_node_read(buffer, c.threads, streams);
   if (layout.is_run_leader() && node.ranks > 1) report.node_read = node;
 }

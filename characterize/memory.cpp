@@ -107,20 +107,20 @@ std::pair<double, int> read_bandwidth(const float* p, size_t count, int threads)
 
 }  // namespace
 
+std::vector<float> read_loop_buffer(int64_t bytes, int threads) {
+  return random_floats(size_t(bytes) / sizeof(float) / 64 * 64, 7, threads);
+}
+
 HostReadResult measure_host_read(int64_t bytes, int threads) {
   HostReadResult r;
-  const size_t count = size_t(bytes) / sizeof(float) / 64 * 64;
+  const std::vector<float> buf = read_loop_buffer(bytes, threads);
+  const size_t count = buf.size();
   r.bytes = int64_t(count * sizeof(float));
   r.threads = threads;
-  const std::vector<float> buf = random_floats(count, 7, threads);
   std::tie(r.one_thread_gbps, r.one_thread_streams) = read_bandwidth(buf.data(), count, 1);
   std::tie(r.gbps, r.streams) = threads == 1 ? std::pair(r.one_thread_gbps, r.one_thread_streams)
                                              : read_bandwidth(buf.data(), count, threads);
   return r;
-}
-
-std::vector<float> node_read_buffer(int64_t bytes, int threads) {
-  return random_floats(size_t(bytes) / sizeof(float) / 64 * 64, 7, threads);
 }
 
 NodeReadResult measure_node_read(const std::vector<float>& buffer, int threads, int streams) {

@@ -137,8 +137,9 @@ std::vector<RankResults> gather_results(const RankResults& mine);
 
 MemoryResult measure_copy_bandwidth(Backend& backend, int64_t bytes, double min_time);
 HostReadResult measure_host_read(int64_t bytes, int threads);
-// The buffer of measure_node_read (random values, first touched by `threads` threads).
-std::vector<float> node_read_buffer(int64_t bytes, int threads);
+// The read loop's buffer, of measure_host_read and measure_node_read: `bytes` rounded down to
+// whole 64-float blocks of random values, first touched by `threads` threads.
+std::vector<float> read_loop_buffer(int64_t bytes, int threads);
 // Collective over MPI_COMM_WORLD, every rank at once (throws nothing): each rank gets its own
 // node's result.
 NodeReadResult measure_node_read(const std::vector<float>& buffer, int threads, int streams);

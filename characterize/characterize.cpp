@@ -127,7 +127,7 @@ void measure_memory_phases(const CharacterizeConfig& c, Launch& launch, Characte
   MPI_Bcast(&streams, 1, MPI_INT, 0, MPI_COMM_WORLD);
   std::vector<float> buffer;
   run_collectively(MPI_COMM_WORLD, [&] { buffer = read_loop_buffer(c.memory_bytes, c.threads); });
-  const NodeReadResult node = measure_node_read(buffer, c.threads, streams);
+  const NodeReadResult node = measure_node_read(buffer, c.threads, streams, c.min_time);
   if (layout.is_run_leader() && node.ranks > 1) report.node_read = node;
 }
 

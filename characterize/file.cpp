@@ -82,6 +82,13 @@ void write_host_headline(ResultFile& f, const CharacterizeReport& r) {
     f.set_attr("/", "node_read_ranks", r.node_read->ranks);
     f.set_attr("/", "node_read_min_rank_gbps", r.node_read->min_rank_gbps);
     f.set_attr("/", "node_read_max_rank_gbps", r.node_read->max_rank_gbps);
+    std::vector<double> ns;
+    for (const NodeReadPass& p : r.node_read->passes) ns.push_back(p.latency_ns);
+    std::sort(ns.begin(), ns.end());
+    f.set_attr("/", "node_latency_min_ns", ns.front());
+    f.set_attr("/", "node_latency_median_ns",
+               ns.size() % 2 ? ns[ns.size() / 2] : (ns[ns.size() / 2 - 1] + ns[ns.size() / 2]) / 2);
+    f.set_attr("/", "node_latency_max_ns", ns.back());
   }
   if (r.host_fma) {
     f.set_attr("/", "host_fma_gflops", r.host_fma->gflops);
@@ -243,6 +250,15 @@ void write_tables(ResultFile& f, const CharacterizeReport& r) {
     p.column("gbps", [](const CommResult& x) { return x.algbw_gbps; });
     f.set_attr("/p2p", "target_rank", int64_t(0));
     f.set_attr("/p2p", "draft_rank", int64_t(r.target_tp));
+  }
+  if (r.node_read) {
+    Table<NodeReadPass> n{f, "/node_read", r.node_read->passes};
+    n.column("latency_ns", [](const NodeReadPass& x) { return x.latency_ns; });
+    n.column("gbps", [](const NodeReadPass& x) { return x.gbps; });
+    f.set_attr("/node_read", "ranks", int64_t(r.node_read->ranks));
+    f.set_attr("/node_read", "spacing_s", r.node_read->spacing_s);
+    f.set_dataset_attr("/node_read/latency_ns", "units", "ns one way, before the pass");
+    f.set_dataset_attr("/node_read/gbps", "units", "the node's ranks' rates summed, 1e9 B/s");
   }
   if (!forward.empty()) {
     Table<ForwardResult> t{f, "/forward", forward};

@@ -6,7 +6,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "characterize/parts.h"
@@ -40,7 +42,9 @@ namespace {
 
 constexpr int kReadPasses = 3;
 // measure_node_read's passes, each with every rank: their mean is its figure, not their best.
-constexpr int kNodeReadPasses = 5;
+// Ten, --min-time apart: a 2-core guest's vCPUs were seen to move between sharing a die and not
+// every few seconds, and the default 0.2 s spreads the passes over 2 s of it.
+constexpr int kNodeReadPasses = 10;
 
 // Internal, inlined helpers: without AVX, GCC's -Wpsabi note about passing 32-byte vectors
 // concerns no ABI anyone links against.
@@ -123,26 +127,36 @@ HostReadResult measure_host_read(int64_t bytes, int threads) {
   return r;
 }
 
-NodeReadResult measure_node_read(const std::vector<float>& buffer, int threads, int streams) {
+NodeReadResult measure_node_read(const std::vector<float>& buffer, int threads, int streams,
+                                 double spacing_s) {
   MPI_Comm node;
   MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
   NodeReadResult r;
   MPI_Comm_size(node, &r.ranks);
   r.streams = streams;
-  r.passes = kNodeReadPasses;
+  r.spacing_s = spacing_s;
   const ReadPass pass = read_pass_for(streams);
   pass(buffer.data(), buffer.size(), threads);  // warm-up: thread pool, TLB
-  // A barrier before every pass, so that the ranks' passes overlap (one that ran ahead would
-  // read part of its pass alone), and the mean of the passes: the rate while all read.
-  double sum = 0.0;
-  for (int i = 0; i < r.passes; ++i) {
-    MPI_Barrier(node);
-    sum += pass(buffer.data(), buffer.size(), threads);
+  {
+    NodeLatencyProbe probe(node);
+    // A barrier before every pass, so that the ranks' passes overlap (one that ran ahead would
+    // read part of its pass alone), and the mean of the passes: the rate while all read.
+    double sum = 0.0;
+    for (int i = 0; i < kNodeReadPasses; ++i) {
+      if (i > 0) std::this_thread::sleep_for(std::chrono::duration<double>(spacing_s));
+      NodeReadPass p;
+      p.latency_ns = probe.farthest_ns();
+      MPI_Barrier(node);
+      const double rate = pass(buffer.data(), buffer.size(), threads);
+      sum += rate;
+      MPI_Allreduce(&rate, &p.gbps, 1, MPI_DOUBLE, MPI_SUM, node);
+      r.passes.push_back(p);
+    }
+    const double mine = sum / kNodeReadPasses;
+    MPI_Allreduce(&mine, &r.gbps, 1, MPI_DOUBLE, MPI_SUM, node);
+    MPI_Allreduce(&mine, &r.min_rank_gbps, 1, MPI_DOUBLE, MPI_MIN, node);
+    MPI_Allreduce(&mine, &r.max_rank_gbps, 1, MPI_DOUBLE, MPI_MAX, node);
   }
-  const double mine = sum / r.passes;
-  MPI_Allreduce(&mine, &r.gbps, 1, MPI_DOUBLE, MPI_SUM, node);
-  MPI_Allreduce(&mine, &r.min_rank_gbps, 1, MPI_DOUBLE, MPI_MIN, node);
-  MPI_Allreduce(&mine, &r.max_rank_gbps, 1, MPI_DOUBLE, MPI_MAX, node);
   MPI_Comm_free(&node);
   return r;
 }

@@ -78,12 +78,40 @@ struct HostReadResult {  // the CPU read loop (rank 0 only; the host, whatever t
 // target and draft ranks stream their weights together): what the node's memory gives ranks
 // that read together, beside HostReadResult's one rank alone. The report keeps world rank 0's
 // node's.
+// Each pass comes after NodeLatencyProbe's reading of how far apart the ranks' cores are: on a
+// guest whose vCPUs move between sharing a die and not, the pairs tell which the bandwidth met.
+struct NodeReadPass {
+  double latency_ns = 0.0;  // NodeLatencyProbe::farthest_ns just before the pass
+  double gbps = 0.0;        // the ranks' rates in this pass, summed
+};
+
 struct NodeReadResult {
-  int ranks = 0;      // on the node, each with HostReadResult::threads threads
-  int streams = 0;    // per thread: rank 0's best alone
-  int passes = 0;     // each started together (a barrier before each)
-  double gbps = 0.0;  // the ranks' mean rates, summed
+  int ranks = 0;           // on the node, each with HostReadResult::threads threads
+  int streams = 0;         // per thread: rank 0's best alone
+  double spacing_s = 0.0;  // between passes (--min-time), each started together (a barrier)
+  std::vector<NodeReadPass> passes;
+  double gbps = 0.0;  // the ranks' mean rates, summed: the passes' mean
   double min_rank_gbps = 0.0, max_rank_gbps = 0.0;
+};
+
+// The one-way latency of a cache line between the cores of world rank 0's node's first rank and
+// each other rank of the node (node_latency.cpp). Collective over `node`, as are its
+// constructor and destructor (an MPI shared-memory window).
+class NodeLatencyProbe {
+ public:
+  explicit NodeLatencyProbe(MPI_Comm node);
+  ~NodeLatencyProbe();
+  NodeLatencyProbe(const NodeLatencyProbe&) = delete;
+  NodeLatencyProbe& operator=(const NodeLatencyProbe&) = delete;
+  // The largest of the first rank's latencies to the others (the best of its round-trip groups
+  // with each), in ns, on every rank; 0 with one rank.
+  double farthest_ns();
+
+ private:
+  MPI_Comm node_;
+  int rank_ = 0, ranks_ = 1;
+  MPI_Win window_ = MPI_WIN_NULL;
+  char* lines_ = nullptr;  // one 64-byte flag line per rank, in the first rank's memory
 };
 
 struct GemmResult {  // one Backend::matmul shape at one row count
@@ -142,7 +170,9 @@ HostReadResult measure_host_read(int64_t bytes, int threads);
 std::vector<float> read_loop_buffer(int64_t bytes, int threads);
 // Collective over MPI_COMM_WORLD, every rank at once (throws nothing): each rank gets its own
 // node's result.
-NodeReadResult measure_node_read(const std::vector<float>& buffer, int threads, int streams);
+// Its passes are `spacing_s` apart, so that they sample a guest's moving cores over a while.
+NodeReadResult measure_node_read(const std::vector<float>& buffer, int threads, int streams,
+                                 double spacing_s);
 // The host's compute peaks: characterize/compute_peak.h.
 
 struct LinearShape {

@@ -64,12 +64,22 @@ int print_memory(std::ostream& os, const CharacterizeReport& r) {
   }
   if (r.node_read) {
     const NodeReadResult& n = *r.node_read;
+    double low = n.passes.front().gbps, high = low;
+    for (const NodeReadPass& p : n.passes)
+      low = std::min(low, p.gbps), high = std::max(high, p.gbps);
     os << format(
         "# node read bandwidth (the %d ranks on world rank 0's node each summing a buffer of its "
-        "own at once, %d streams per thread, mean of %d passes started together): %.2f GB/s "
-        "together, %.2f-%.2f a rank",
-        n.ranks, n.streams, n.passes, n.gbps, n.min_rank_gbps, n.max_rank_gbps);
+        "own at once, %d streams per thread, mean of %zu passes started together %.2g s apart): "
+        "%.2f GB/s together (%.2f-%.2f a pass), %.2f-%.2f a rank",
+        n.ranks, n.streams, n.passes.size(), n.spacing_s, n.gbps, low, high, n.min_rank_gbps,
+        n.max_rank_gbps);
     if (r.host_read) os << format(", %.2fx world rank 0's alone", n.gbps / r.host_read->gbps);
+    os << "\n# node placement (one-way latency of a cache line from the node's first rank's core "
+          "to the farthest other rank's, taken before each pass, and the GB/s together):";
+    for (const NodeReadPass& p : n.passes) {
+      os << format("%s %.0f ns %.1f", &p == &n.passes.front() ? "" : ",", p.latency_ns, p.gbps);
+      bad += !positive(p.latency_ns) + !positive(p.gbps);
+    }
     os << "\n";
     bad += !positive(n.gbps) + !positive(n.min_rank_gbps);
   }

@@ -66,8 +66,25 @@ class CharacterizeChecks:
             self.assertLessEqual(low, high)
             self.assertAlmostEqual(float(f.attrs["node_read_gbps"]) / ranks, (low + high) / 2,
                                    delta=(high - low) / 2 + 1e-9)
+            # Each pass's node rate after the latency between the ranks' cores: the passes'
+            # mean is node_read_gbps (the ranks' means summed), the latencies' order statistics
+            # the root's.
+            n = f["node_read"]
+            self.assertEqual(int(n.attrs["ranks"]), ranks)
+            self.assertGreater(float(n.attrs["spacing_s"]), 0)
+            gbps, ns = n["gbps"][...], n["latency_ns"][...]
+            self.assertEqual(len(gbps), 10)
+            self.assertEqual(len(ns), 10)
+            self.assertTrue(np.all(gbps > 0) and np.all(ns > 0))
+            self.assertAlmostEqual(float(np.mean(gbps)), float(f.attrs["node_read_gbps"]),
+                                   delta=1e-9 * float(np.max(gbps)) * 10)
+            self.assertEqual(float(f.attrs["node_latency_min_ns"]), float(np.min(ns)))
+            self.assertEqual(float(f.attrs["node_latency_median_ns"]), float(np.median(ns)))
+            self.assertEqual(float(f.attrs["node_latency_max_ns"]), float(np.max(ns)))
         else:
             self.assertNotIn("node_read_gbps", f.attrs)
+            self.assertNotIn("node_read", f)
+            self.assertNotIn("node_latency_median_ns", f.attrs)
         if cpu_has_bf16():  # the bf16 peak is measured beside the fp32 one, whatever --compute
             self.assertGreater(float(f.attrs["host_bf16_dot_gflops"]), 0)
             self.assertGreater(float(f.attrs["host_bf16_dot_1thread_gflops"]), 0)

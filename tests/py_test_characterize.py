@@ -66,7 +66,8 @@ class Characterize(CharacterizeChecks, unittest.TestCase):
         K, b = 3, 2
         proc = self.run_ok(3, *TINY, *QUICK, "--target-tp", "2", "-k", str(K), "-b", str(b),
                            "--context", "48", "--out", path)
-        for title in ("# memory bandwidth", "# node read bandwidth (the 3 ranks", "# GEMM",
+        for title in ("# memory bandwidth", "# node read bandwidth (the 3 ranks",
+                      "# node placement (", "# GEMM",
                       "# target all-reduce over 2 ranks", "# draft<->target point to point",
                       "# forward passes", "# largest hidden fan-out budget"):
             self.assertIn(title, proc.stdout)

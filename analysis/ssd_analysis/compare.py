@@ -33,8 +33,8 @@ from .tables import emit_table, format_cell
 
 HARDWARE = [("machine", ""), ("cpu", ""), ("gpu", ""), ("driver", ""), ("cpus", ""),
             ("mem_GiB", ".0f"), ("hosts", ""), ("files", ""), ("read_GBps", ".1f"),
-            ("node_read_GBps", ".1f"), ("copy_GBps", ".1f"), ("fp32_GFLOPs", ".1f"),
-            ("bf16_GFLOPs", ".1f"), ("gemm_GFLOPs", ".1f"), ("AR_ms", ".3f"),
+            ("node_read_GBps", ".1f"), ("node_latency_ns", ".0f"), ("copy_GBps", ".1f"),
+            ("fp32_GFLOPs", ".1f"), ("bf16_GFLOPs", ".1f"), ("gemm_GFLOPs", ".1f"), ("AR_ms", ".3f"),
             ("verify_K+1_AR", ".2f"), ("verify_16_AR", ".2f"), ("draft_step_target", ".3f"),
             ("p2p_us", ".2f"), ("p2p_GBps", ".2f"), ("allreduce_us", ".2f"),
             ("allreduce_GBps", ".2f")]
@@ -120,6 +120,7 @@ def char_figures(char, K):
     gflops = np.asarray(char.gemm.get("gflops", []), float)
     return {
         "read_GBps": _attr(char, "host_read_gbps"), "node_read_GBps": _attr(char, "node_read_gbps"),
+        "node_latency_ns": _attr(char, "node_latency_median_ns"),
         "copy_GBps": _attr(char, "bandwidth_gbps"),
         "fp32_GFLOPs": _attr(char, "host_fma_gflops"),
         "bf16_GFLOPs": _attr(char, "host_bf16_dot_gflops"),

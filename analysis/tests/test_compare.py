@@ -29,6 +29,7 @@ KINDS = "ar,verify,draft,glue,branch,rows"
 # Two machines: the target's step of 1 (AR), 5 (K = 4's verification) and 16 rows, the draft's
 # one-row step, in seconds, and what characterize's headline says of the host.
 ZEN = {"steps": (0.010, 0.012, 0.020), "draft": 0.001, "read": 24.0, "node_read": 29.0,
+       "node_latency": 52.0,
        "copy": 23.0,
        "fma": 115.0, "bf16": 230.0, "p2p_s": 6e-7, "p2p_gbps": 6.0,
        "machine": {"cpu_model": "AMD EPYC", "cpu_family": 25, "cpu_model_number": 17,
@@ -62,6 +63,7 @@ def write_characterize(path, m, target="synthetic:llama-124m", machine=True):
                   "compute_peak": "bf16 dot-product" if m["bf16"] else "fp32 FMA"})
         if m.get("node_read"):  # two or more ranks on the node (absent with one)
             a["node_read_gbps"] = m["node_read"]
+            a["node_latency_median_ns"] = m["node_latency"]
         if m["bf16"]:
             a["host_bf16_dot_gflops"] = m["bf16"]
         for role, spec in (("target", target), ("draft", "synthetic:llama-12m")):
@@ -142,6 +144,7 @@ class Compare(unittest.TestCase):
             self.assertEqual(int(row["mem_GiB"]), m["machine"]["memory_bytes"] // 2 ** 30)
             self.assertAlmostEqual(float(row["read_GBps"]), m["read"])
             self.assertEqual(row["node_read_GBps"], str(m.get("node_read", "nan")))
+            self.assertEqual(row["node_latency_ns"], str(m.get("node_latency", "nan")))
             self.assertAlmostEqual(float(row["copy_GBps"]), m["copy"])
             self.assertAlmostEqual(float(row["fp32_GFLOPs"]), m["fma"])
             self.assertEqual(row["bf16_GFLOPs"], str(m["bf16"] or "nan"))

@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "characterize/parts.h"
+#include "harness/cache_domains.h"
 
 namespace ssd {
 namespace {
@@ -223,6 +224,9 @@ void print_header(std::ostream& os, const CharacterizeReport& r) {
                  i.pid, i.device.substr(0, 32).c_str(), i.threads,
                  i.cpus.empty() ? "?" : i.cpus.c_str());
   for (const std::string& warning : affinity_warnings(info.ranks))
+    os << "# Warning: " << warning << "\n";
+  // characterize times SSD's rounds, the draft building beside the target's verification.
+  for (const std::string& warning : shared_cache_warnings(info.ranks, true))
     os << "# Warning: " << warning << "\n";
   os << "#\n" << std::flush;
 }

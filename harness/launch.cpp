@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "comm/clock.h"
+#include "harness/cache_domains.h"
 #include "harness/plan.h"
 #include "kernels/errors.h"
 
@@ -115,7 +116,8 @@ RunInfo Launch::run_info() {
   const std::vector<int>& cpus = process_cpus();
   info.ranks = gather_rank_info({layout.world_rank, role, info.host, int(getpid()),
                                  backend().device_description(), spec.threads, cpu_list_text(cpus),
-                                 int(cpus.size()), !backend().gpu_model().empty()});
+                                 int(cpus.size()), !backend().gpu_model().empty(),
+                                 cpu_list_text(cache_domains(cpus)), host_cache_domains()});
   return info;
 }
 

@@ -4,6 +4,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "harness/cache_domains.h"
 #include "harness/plan.h"
 #include "harness/result_row.h"
 
@@ -76,6 +77,8 @@ void Report::header(const RunInfo& info, const RunPlan& plan, const RunSetup& se
          << std::setw(32) << r.device.substr(0, 31) << std::right << std::setw(8) << r.threads
          << "  " << (r.cpus.empty() ? "?" : r.cpus) << "\n";
   for (const std::string& warning : affinity_warnings(info.ranks))
+    out_ << "# Warning: " << warning << "\n";
+  for (const std::string& warning : shared_cache_warnings(info.ranks, plan.mode == Mode::SSD))
     out_ << "# Warning: " << warning << "\n";
   out_ << "#\n";
   const std::vector<ResultCell> columns = make_result_row(plan, setup, target, RunSummary{});

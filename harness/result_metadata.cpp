@@ -53,6 +53,8 @@ void write_root_metadata(ResultFile& file, const RootMetadata& m, const RunInfo&
     file.set_attr(group, "threads", int64_t(r.threads));
     file.set_attr(group, "cpus", r.cpus);
     file.set_attr(group, "cpu_count", int64_t(r.cpu_count));
+    file.set_attr(group, "llc", r.llc);
+    file.set_attr(group, "host_llcs", int64_t(r.host_llcs));
   }
 }
 

@@ -76,7 +76,8 @@ std::vector<RankInfo> gather_rank_info(const RankInfo& mine) {
   const std::string text =
       nlohmann::json{{"rank", mine.rank}, {"role", mine.role},           {"host", mine.host},
                      {"pid", mine.pid},   {"device", mine.device},       {"threads", mine.threads},
-                     {"cpus", mine.cpus}, {"cpu_count", mine.cpu_count}, {"gpu", mine.gpu}}
+                     {"cpus", mine.cpus}, {"cpu_count", mine.cpu_count}, {"gpu", mine.gpu},
+                     {"llc", mine.llc},   {"host_llcs", mine.host_llcs}}
           .dump();
   int length = int(text.size());
   std::vector<int> lengths(size), offsets(size);
@@ -94,7 +95,7 @@ std::vector<RankInfo> gather_rank_info(const RankInfo& mine) {
   for (int r = 0; r < size; ++r) {
     const auto j = nlohmann::json::parse(all.substr(offsets[r], lengths[r]));
     out.push_back({j["rank"], j["role"], j["host"], j["pid"], j["device"], j["threads"], j["cpus"],
-                   j["cpu_count"], j["gpu"]});
+                   j["cpu_count"], j["gpu"], j["llc"], j["host_llcs"]});
   }
   return out;
 }

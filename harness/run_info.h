@@ -20,6 +20,10 @@ struct RankInfo {
   std::string cpus;
   int cpu_count = 0;
   bool gpu = false;  // computes on a GPU: its threads are host-side only
+  // The last-level cache domains of those CPUs (harness/cache_domains.h), as cpu_list_text
+  // writes numbers, and how many the rank's host has; "" and 0 where the system did not say.
+  std::string llc;
+  int host_llcs = 0;
 };
 
 struct RunInfo {

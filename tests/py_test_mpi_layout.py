@@ -49,6 +49,28 @@ def cpu_list_text(cpus):
     return ",".join(parts)
 
 
+def last_level_cache(cpu):
+    """The sysfs id of `cpu`'s highest-level cache (its first sharing CPU without an id), or
+    None where sysfs says nothing: what ssd-bench records as a rank's `llc`."""
+    base = f"/sys/devices/system/cpu/cpu{cpu}/cache"
+    best = (0, None)
+    for index in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+        try:
+            with open(f"{base}/{index}/level") as f:
+                level = int(f.read())
+        except (OSError, ValueError):
+            continue
+        try:
+            with open(f"{base}/{index}/id") as f:
+                ident = int(f.read())
+        except (OSError, ValueError):
+            with open(f"{base}/{index}/shared_cpu_list") as f:
+                ident = int(re.split(r"[-,]", f.read().strip())[0])
+        if level >= best[0]:
+            best = (level, ident)
+    return best[1]
+
+
 def own_lines(stderr):
     """ssd-bench's own lines (mpirun adds banners of its own)."""
     return [line for line in stderr.splitlines() if line.startswith("ssd-bench:")]
@@ -145,6 +167,10 @@ class Layout(unittest.TestCase):
             self.assertEqual(int(f.attrs["oversubscribed_ranks"]), 1)
         self.assertEqual((rank["cpus"], int(rank["cpu_count"]), int(rank["threads"])),
                          (cpu, 1, 2))
+        # The rank's last-level cache, as sysfs names it, and the host's count of them (>= 1).
+        llc = last_level_cache(int(cpu))
+        self.assertEqual(rank["llc"], "" if llc is None else str(llc))
+        self.assertGreaterEqual(int(rank["host_llcs"]), 0 if llc is None else 1)
 
         # Without --threads the rank sizes itself to its one CPU: no warning.
         command = [ARGS.mpiexec, "--bind-to", "core", "-np", "1", ARGS.ssd_bench, *flags,

@@ -63,8 +63,8 @@ std::vector<int> parse_cpu_list(const std::string& text) {
       if (!parse_int(item, first)) return {};
       last = first;
     } else if (!parse_int(item.substr(0, dash), first) || !parse_int(item.substr(dash + 1), last) ||
-               last < first) {
-      return {};
+               last < first || last - first > (1 << 20)) {
+      return {};  // a million CPUs in one range is a broken file, not a machine
     }
     for (int cpu = first; cpu <= last; ++cpu) out.push_back(cpu);
   }

@@ -52,6 +52,7 @@ TEST(ParseCpuList, TheKernelsSyntax) {
   EXPECT_TRUE(parse_cpu_list("3-1").empty());
   EXPECT_TRUE(parse_cpu_list("0-").empty());
   EXPECT_TRUE(parse_cpu_list("a").empty());
+  EXPECT_TRUE(parse_cpu_list("0-999999999").empty());
   for (const std::vector<int>& cpus : {std::vector<int>{0, 1, 2, 3, 8, 10, 11}, {5, 7, 8, 63}})
     EXPECT_EQ(parse_cpu_list(cpu_list_text(cpus)), cpus);
 }

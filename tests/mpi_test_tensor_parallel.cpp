@@ -4,15 +4,14 @@
 // verification call equals K+1 one-token decode calls bit for bit).
 //
 // Every rank runs every test in the same order; rank 0 leads the group and checks, the other
-// rank serves. Only rank 0 prints gtest's report; other ranks print their own failures, and the
-// exit status is nonzero when any rank failed.
+// rank serves (tests/mpi_test_main.cpp: only rank 0 prints gtest's report, other ranks their own
+// failures; nonzero exit when any rank failed).
 #include <gtest/gtest.h>
 #include <mpi.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -204,37 +203,5 @@ INSTANTIATE_TEST_SUITE_P(Presets, TensorParallel,
                            return name;
                          });
 
-// On ranks other than 0: print only failures, prefixed with the rank.
-class FailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit FailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (!r.failed()) return;
-    std::fprintf(stderr, "[rank %d] %s:%d: Failure\n%s\n", rank_,
-                 r.file_name() ? r.file_name() : "?", r.line_number(), r.summary());
-  }
-
- private:
-  int rank_;
-};
-
 }  // namespace
 }  // namespace ssd
-
-int main(int argc, char** argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
-  ::testing::InitGoogleTest(&argc, argv);
-  const int rank = ssd::world_rank();
-  if (rank != 0) {
-    ::testing::TestEventListeners& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new ssd::FailurePrinter(rank));
-  }
-  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0;
-  int any_failed = 0;
-  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  if (rank == 0 && any_failed && !failed) std::fprintf(stderr, "a rank other than 0 failed\n");
-  MPI_Finalize();
-  return any_failed;
-}

@@ -140,6 +140,7 @@ std::vector<uint8_t> encode_speculation(const SpeculationMessage& m, const Draft
   w.put(t.fallback_s);
   w.put(t.branches);
   w.put(t.fanout_total);
+  w.put(t.forward_passes);
   w.put<uint64_t>(m.sequences.size());
   for (const auto& s : m.sequences) {
     w.put(s.row);
@@ -166,6 +167,7 @@ void decode_speculation(const std::vector<uint8_t>& bytes, SpeculationMessage& m
   t.fallback_s = r.get<double>();
   t.branches = r.get<int32_t>();
   t.fanout_total = r.get<int32_t>();
+  t.forward_passes = r.get<int32_t>();
   const uint64_t n = r.get<uint64_t>();
   if (n > bytes.size()) throw std::runtime_error("message: bad sequence count");
   m.sequences.resize(n);

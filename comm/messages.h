@@ -96,6 +96,10 @@ struct DraftTelemetry {
   // sequence in force) and the fallback drafting in this round.
   double cache_build_s = 0.0, fallback_s = 0.0;
   int32_t branches = 0, fanout_total = 0;
+  // The draft's forward passes since its previous answer (its group's prefill excluded): the
+  // cache build beside the last verification and this answer's drafting. Each reads the draft's
+  // weights once, which is what SSD's rank costs the node's memory beside the target's passes.
+  int32_t forward_passes = 0;
 };
 
 // A speculation as a draft rank sends it. A bare SpeculationMessage is sent with a zeroed

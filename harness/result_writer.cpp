@@ -83,6 +83,7 @@ void write_draft_ranks(ResultFile& file, const std::vector<DraftRankRecord>& ran
   column("branches", [](const DraftRankRecord& r) { return int32_t(r.branches); });
   column("budget", [](const DraftRankRecord& r) { return int32_t(r.fanout_total); });
   column("message_bytes", [](const DraftRankRecord& r) { return r.message_bytes; });
+  column("forward_passes", [](const DraftRankRecord& r) { return int32_t(r.forward_passes); });
 }
 
 // Fan-out shapes as a [rounds, K+1] dataset (-1 where no cache was looked up).
@@ -141,6 +142,8 @@ void write_reps(ResultFile& file, const std::vector<RepTotals>& reps) {
   column("generated_tokens", [](const RepTotals& r) { return r.generated_tokens; });
   column("decode_tokens_per_s", [](const RepTotals& r) { return r.decode_tokens_per_s(); });
   column("ms_per_token", [](const RepTotals& r) { return r.ms_per_token(); });
+  column("target_forward_passes", [](const RepTotals& r) { return r.target_passes; });
+  column("draft_forward_passes", [](const RepTotals& r) { return r.draft_passes; });
 }
 
 }  // namespace

@@ -23,10 +23,12 @@ RepTotals decode_repetition(ModelGroup& target, DraftEndpoint* draft, const Toke
     const double forward_s = batch.prefill(logits);
     if (draft) draft->wait_ready();
     recorder.prefill(group, batch, start, global_now() - start, forward_s);
+    const int64_t passes_before = target.forward_passes();
     if (draft)
       decode_group_speculative(target, *draft, batch, s, recorder);
     else
       decode_group_autoregressive(target, batch, recorder);
+    recorder.target_passes(target.forward_passes() - passes_before);
   }
   return recorder.totals();
 }

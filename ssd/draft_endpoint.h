@@ -63,6 +63,7 @@ class LocalDraft final : public DraftEndpoint {
  private:
   Drafter& drafter_;
   double last_end_ = -1.0;
+  int64_t passes_mark_ = 0;  // the draft's forward passes at the last answer (or prefill)
 };
 
 // Draft ranks on their own hardware. With D ranks the batch's sequences are partitioned:
@@ -96,10 +97,13 @@ class RemoteDraft final : public DraftEndpoint {
 // report its cache and fallback in the telemetry; the loop adds the times), and
 // `between_rounds` (given when the speculation was sent) uses the wait for the next outcome
 // (SSD builds its cache there; SD just waits). Idle time is the wait after between_rounds.
+// `forward_passes` reads the draft model's pass count (ModelGroup::forward_passes): each answer
+// reports the passes since the previous one, or since the group's prefill.
 void serve_draft_rank(
     PeerLink& link, const std::function<void(const StartMessage&)>& start,
     const std::function<SpeculationMessage(const OutcomeMessage&, DraftTelemetry&)>& respond,
-    const std::function<void(double sent_at)>& between_rounds);
+    const std::function<void(double sent_at)>& between_rounds,
+    const std::function<int64_t()>& forward_passes);
 void serve_draft(PeerLink& link, Drafter& drafter);
 
 }  // namespace ssd

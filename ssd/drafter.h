@@ -69,6 +69,7 @@ class Drafter {
   double temperature() const { return temperature_; }
   int lookahead() const { return lookahead_; }  // K of the current group
   bool target_samples() const { return target_temperature_ > 0.0; }
+  int64_t forward_passes() const { return draft_.forward_passes(); }
 
  private:
   void resolve_last_position(const OutcomeMessage& outcome);

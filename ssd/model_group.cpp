@@ -80,6 +80,7 @@ void ModelGroup::reset_cache(int sequences, int capacity) {
 }
 
 void ModelGroup::forward(const ForwardBatch& b, std::vector<float>& logits) {
+  ++forward_passes_;
   if (size_ == 1) {
     ssd::forward(model_, cache_, b, acts_, logits);
     return;

@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <cstdint>
 #include <vector>
 
 #include "model/model.h"
@@ -31,6 +32,10 @@ class ModelGroup {
   void forward(const ForwardBatch& batch, std::vector<float>& logits);
   void kv_move(int src_seq, int src_slot, int dst_seq, int dst_slot, int count);
   void stop();  // releases the followers from serve()
+  // Forward passes the leader has made since the group was built: each reads the whole model's
+  // weights once, whatever its rows, so passes x weight bytes is the decode's weight traffic
+  // (the runs' /reps target_forward_passes and draft_forward_passes).
+  int64_t forward_passes() const { return forward_passes_; }
 
   // Follower side: executes the leader's calls until stop().
   void serve();
@@ -51,6 +56,7 @@ class ModelGroup {
   KVCache cache_;
   Activations acts_;
   bool has_cache_ = false;
+  int64_t forward_passes_ = 0;
 };
 
 }  // namespace ssd

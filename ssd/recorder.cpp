@@ -80,6 +80,7 @@ void Recorder::round(const SequenceBatch& batch, int round,
   totals_.decode_steps += 1;
   totals_.draft_s += exchange.draft_s;
   totals_.verify_s += times.verify_s;
+  totals_.draft_passes += exchange.draft.forward_passes;
   double build_s = 0.0, branches = 0.0;
   for (const DraftRankTiming& d : exchange.ranks) {
     build_s = std::max(build_s, d.telemetry.cache_build_s);
@@ -97,7 +98,7 @@ void Recorder::round(const SequenceBatch& batch, int round,
     records_->draft_ranks.push_back({totals_.rep, group_, round, d.draft_rank, d.sequences,
                                      t.draft_start_s - clock_zero_, t.draft_end_s - clock_zero_,
                                      t.idle_s, t.cache_build_s, t.fallback_s, t.branches,
-                                     t.fanout_total, d.bytes});
+                                     t.fanout_total, d.bytes, t.forward_passes});
   }
   for (const SequenceVerdict& v : verdicts) {
     // Separate drafts: the rank that served this row, whose own fallback it waited for.

@@ -55,6 +55,9 @@ class Recorder {
   void round(const SequenceBatch& batch, int round, const std::vector<SequenceVerdict>& verdicts,
              const RoundTimes& times, const ExchangeTiming& exchange);
 
+  // The target's forward passes in a batch group's decoding (its prefill excluded).
+  void target_passes(int64_t passes) { totals_.target_passes += passes; }
+
   const RepTotals& totals() const { return totals_; }
 
  private:

@@ -72,6 +72,7 @@ struct DraftRankRecord {
   double fallback_s = 0.0;             // SSD: its fallback drafting in this round
   int branches = 0, fanout_total = 0;  // fanout_total: B per sequence, /draft_ranks/budget
   int64_t message_bytes = 0;
+  int forward_passes = 0;  // its draft model's passes since its previous answer (DraftTelemetry)
 };
 
 struct RepTotals {
@@ -99,6 +100,11 @@ struct RepTotals {
   // verify_s, what refine_lookahead takes the run's own step costs from.
   double cache_build_s = 0.0, branch_rows = 0.0;
   int64_t cache_builds = 0;
+  // The decode's forward passes (prefills excluded) of the target (its leader's: a pass reads
+  // the whole model over the TP group) and of the draft (summed over draft ranks, each reading
+  // its own copy; a draft rank's build beside a group's last verification, which no round
+  // answers, is not counted). Times each model's weight bytes: the decode's weight traffic.
+  int64_t target_passes = 0, draft_passes = 0;
   double decode_tokens_per_s() const { return decode_s > 0 ? decode_tokens / decode_s : 0.0; }
   double prefill_tokens_per_s() const { return prefill_s > 0 ? prefill_tokens / prefill_s : 0.0; }
   // Inter-token latency of one sequence: decode wall time per token of one sequence.

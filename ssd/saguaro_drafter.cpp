@@ -270,7 +270,8 @@ void serve_saguaro(PeerLink& link, SaguaroDrafter& drafter) {
   serve_draft_rank(
       link, [&](const StartMessage& m) { drafter.start(m); },
       [&](const OutcomeMessage& o, DraftTelemetry& t) { return drafter.respond(o, t); },
-      [&](double sent_at) { drafter.build_cache(link, sent_at); });
+      [&](double sent_at) { drafter.build_cache(link, sent_at); },
+      [&] { return drafter.forward_passes(); });
 }
 
 }  // namespace ssd

@@ -79,6 +79,7 @@ class SaguaroDrafter {
   void build_cache(PeerLink& link, double speculation_sent_at);
   // What it has measured of its own speculations (Theorem 17's and --budget auto's inputs).
   const SpeculationMeter& meter() const { return meter_; }
+  int64_t forward_passes() const { return draft_.forward_passes(); }
 
  private:
   using Sequence = Drafter::Sequence;

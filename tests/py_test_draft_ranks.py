@@ -28,8 +28,9 @@ from stat_checks import first_difference, printed_p_value, tokens_of  # noqa: E4
 ARGS = None
 # 5 prompts in batches of 4: the second group has one row, so with D = 2, 3 some ranks get no
 # sequence in it.
+K = 3
 GREEDY = ["--target", TARGET, "--seed", "3", "--num-prompts", "5", "--batch-size", "4",
-          "--prompt-len", "6", "--max-new-tokens", "24", "-k", "3", *COMMON]
+          "--prompt-len", "6", "--max-new-tokens", "24", "-k", str(K), *COMMON]
 
 
 def run(name, ranks, flags):
@@ -57,7 +58,23 @@ class GreedyEqualsAR(unittest.TestCase):
         with h5py.File(path, "r") as f:
             rounds = {k: f["rounds"][k][...] for k in ("row", "group", "draft_rank", "round")}
             ranks = {k: f["draft_ranks"][k][...] for k in f["draft_ranks"]}
+            reps = {k: f["reps"][k][...] for k in f["reps"]}
             self.assertEqual(int(f.attrs["complete"]), 1)
+            mode = f.attrs["mode"]
+        # Forward passes: the target verifies once a round; the draft ranks' own counts add up
+        # to the repetition's. SD's rank drafts K steps for its rows each round; SSD's first
+        # answer of a group is that too, later ones its cache build (a glue step and up to K
+        # branch steps) and any just-in-time fallback (K more).
+        np.testing.assert_array_equal(reps["target_forward_passes"], reps["decode_steps"])
+        self.assertEqual(int(reps["draft_forward_passes"].sum()),
+                         int(ranks["forward_passes"].sum()))
+        passes, first = ranks["forward_passes"], ranks["round"] == 0
+        if mode == "sd":
+            self.assertTrue((passes == K).all(), f"{name}: {passes.tolist()}")
+        else:
+            self.assertTrue((passes[first] == K).all(), f"{name}: {passes[first].tolist()}")
+            self.assertTrue(((passes[~first] >= 1) & (passes[~first] <= 2 * K + 1)).all(),
+                            f"{name}: {passes[~first].tolist()}")
         # Row r is served by rank r % D, every round.
         np.testing.assert_array_equal(rounds["draft_rank"], rounds["row"] % draft_ranks)
         # Group 0 (4 rows) used every rank; group 1 (1 row) only rank 0.

@@ -173,6 +173,16 @@ def consistency_problems(run):
               float(np.std(tps, ddof=1)))
     check("/reps/ms_per_token", list(reps["ms_per_token"]),
           list(1e3 * reps["decode_time_s"] / reps["per_sequence_decode_tokens"]))
+    # Files since 2026-12-03 count the forward passes: the target makes one per AR step or
+    # round; the draft ranks' own counts add up to the repetition's.
+    if "target_forward_passes" in reps:
+        check("/reps/target_forward_passes (one per step or round)",
+              list(reps["target_forward_passes"]), list(reps["decode_steps"]))
+    dr = run.draft_ranks
+    if "draft_forward_passes" in reps and "forward_passes" in dr and len(dr["forward_passes"]):
+        check("/reps/draft_forward_passes (sum of /draft_ranks forward_passes)",
+              list(reps["draft_forward_passes"]),
+              [int(dr["forward_passes"][dr["rep"] == k].sum()) for k in reps["rep"]])
     if run.mode == "ar":
         st = T.ar_steps(run.steps)
         if st:

@@ -75,15 +75,21 @@ def summary_of(mode, rd):
     return s
 
 
-class SchemaChecks(unittest.TestCase):
+class RunFiles:
+    """Writes tiny run files in a temporary directory (a mixin for TestCases here and in
+    test_traffic.py)."""
+
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="ssd-schema-test-")
 
     def tearDown(self):
         shutil.rmtree(self.dir)
 
-    def write(self, mode, rd, **summary_overrides):
-        """A complete run file of `mode` with /rounds `rd`; returns the loaded Run."""
+    def write(self, mode, rd, reps_extra=None, draft_ranks=None, model_attrs=None,
+              **summary_overrides):
+        """A complete run file of `mode` with /rounds `rd` (and /reps columns `reps_extra`,
+        /draft_ranks `draft_ranks`, /models/<role> attributes `model_attrs`); returns the loaded
+        Run."""
         path = os.path.join(self.dir, f"{mode}_{len(os.listdir(self.dir))}.h5")
         summary = summary_of(mode, rd) | summary_overrides
         tokens = float(rd["tokens"].sum())
@@ -103,19 +109,44 @@ class SchemaChecks(unittest.TestCase):
                         decode_time_s=[wall], decode_tokens=[tokens],
                         decode_steps=[len(rd["rep"])], per_sequence_decode_tokens=[tokens],
                         generated_tokens=[int(tokens)], decode_tokens_per_s=[tokens / wall],
-                        ms_per_token=[1e3 * wall / tokens])
-            for name, table in (("reps", reps), ("steps", {c: [] for c in S.STEP_COLUMNS}),
-                                ("rounds", rd)):
+                        ms_per_token=[1e3 * wall / tokens]) | (reps_extra or {})
+            tables = [("reps", reps), ("steps", {c: [] for c in S.STEP_COLUMNS}), ("rounds", rd)]
+            if draft_ranks:
+                tables.append(("draft_ranks", draft_ranks))
+            for name, table in tables:
                 grp = f.create_group(name)
                 for col, values in table.items():
                     grp.create_dataset(col, data=np.asarray(values) if len(values) else
                                        np.zeros(0))
             for model in ("target", "draft"):
-                f.create_group(f"models/{model}").attrs["spec"] = config[model]
+                g = f.create_group(f"models/{model}")
+                g.attrs["spec"] = config[model]
+                g.attrs.update((model_attrs or {}).get(model, {}))
         return io.load_run(path)
 
+
+
+class SchemaChecks(RunFiles, unittest.TestCase):
     def problems(self, run):
         return S.schema_problems(run) + S.consistency_problems(run)
+
+    # --- forward passes (files since 2026-12-03) --------------------------------------------
+
+    def test_forward_passes_agree_with_rounds_and_draft_ranks(self):
+        rd = ssd_rounds(sources=[0, 1, 2, 1], outcomes=[1, 0, 1, -1], accepted=[2, 3, 1, 0])
+        ranks = dict(rep=[0, 0, 0, 0], forward_passes=[3, 4, 7, 4])
+        run = self.write("ssd", rd, reps_extra=dict(target_forward_passes=[4],
+                                                    draft_forward_passes=[18]),
+                         draft_ranks=ranks)
+        self.assertEqual(self.problems(run), [])
+        run = self.write("ssd", rd, reps_extra=dict(target_forward_passes=[5],
+                                                    draft_forward_passes=[17]),
+                         draft_ranks=ranks)
+        found = self.problems(run)
+        self.assertEqual(len(found), 2, found)
+        self.assertIn("/reps/target_forward_passes (one per step or round) = [5]", found[0])
+        self.assertIn("/reps/draft_forward_passes (sum of /draft_ranks forward_passes) = [17] "
+                      "but the records give [18]", found[1])
 
     # --- files that follow the schema: no warnings ----------------------------------------
 

@@ -40,6 +40,7 @@ void write_seeds(const std::string& dir) {
   spec.speculation.sequences[0].fanout = {2, 1, 1, 1, 0};
   spec.speculation.sequences[0].probs.assign(32, 0.125f);
   spec.telemetry.fanout_total = 6;
+  spec.telemetry.forward_passes = 7;
   const ssd::ReadyMessage ready{1};
   const std::vector<std::pair<uint8_t, std::vector<uint8_t>>> seeds = {{0, ssd::encode(start)},
                                                                        {1, ssd::encode(outcome)},

@@ -1,0 +1,140 @@
+"""`ssd-analyze traffic RUNS... [--characterize FILE]`: the weight bytes each run read per token.
+
+At batch 1 every forward pass reads the whole model's weights once, whatever its rows, so a
+decode's weight traffic is its forward passes times each model's weight bytes (/reps
+target_forward_passes and draft_forward_passes, counted by ssd-bench since 2026-12-03, times
+/models/<role> weight_bytes_per_token; the K/V cache's reads, a few MB a pass at the contexts of
+the shipped runs, are left out). Per run: the passes per generated token, the GB per token and
+the rate the run read them at; with a characterize file, that rate as a fraction of what the
+cores it ran on read together (node_read_gbps where it used two or more cores, host_read_gbps
+for one).
+
+Why: on one host SD and SSD share one memory system. SSD's draft passes once more per round
+than SD's at the same K (the cache build's glue step and K branch steps against SD's K steps),
+and then its cache must fit beside the verification, so it reads more bytes per token. Where
+both read at the node's rate, tok/s = GB/s / (GB/token) splits SSD/SD exactly into those two
+ratios: printed for every SSD run against each SD run of the same target, draft, prompts,
+batch, temperature and token limit.
+"""
+import argparse
+import math
+import sys
+
+from . import io as sio
+from .tables import emit_table
+
+COLUMNS = ["file", "mode", "K", "cores", "tok_s", "target_passes_per_tok",
+           "draft_passes_per_tok", "GB_per_tok", "GBps", "of_read"]
+FORMATS = {"tok_s": ".1f", "target_passes_per_tok": ".3f", "draft_passes_per_tok": ".3f",
+           "GB_per_tok": ".3f", "GBps": ".1f", "of_read": ".2f"}
+
+
+class TrafficError(Exception):
+    """A file that cannot be measured (the message is the one line printed)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):   # one line, exit 2 (no usage dump)
+        print(f"ssd-analyze traffic: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def add_parser(sub, func):
+    p = sub.add_parser("traffic", help="weight bytes per token and the rate they were read at",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.__class__ = _Parser
+    p.add_argument("files", nargs="+", help="run files (ssd-bench run)")
+    p.add_argument("--characterize", help="a characterize file of the same host: the read rates")
+    p.add_argument("--format", choices=("text", "csv", "json"), default="text")
+    p.set_defaults(func=func)
+
+
+def cores(run):
+    """CPU cores (threads) over the ranks that ran a model."""
+    return sum(int(a.get("threads", 1)) for a in run.ranks.values()) or max(run.threads, 1)
+
+
+def traffic(run):
+    """The run's decode traffic, summed over its repetitions; TrafficError where it was written
+    before the passes were counted."""
+    reps = run.reps
+    if "target_forward_passes" not in reps:
+        raise TrafficError(f"{run.name}: no /reps target_forward_passes (written before "
+                           "ssd-bench counted forward passes, 2026-12-03)")
+    target_bytes = float(run.models.get("target", {}).get("weight_bytes_per_token", math.nan))
+    draft_bytes = float(run.models.get("draft", {}).get("weight_bytes_per_token", 0.0))
+    tokens = float(sum(reps["decode_tokens"]))
+    seconds = float(sum(reps["decode_time_s"]))
+    target_passes = float(sum(reps["target_forward_passes"]))
+    draft_passes = float(sum(reps.get("draft_forward_passes", [0])))
+    total = target_passes * target_bytes + draft_passes * draft_bytes
+    return {"file": run.name, "mode": run.mode, "K": run.lookahead, "cores": cores(run),
+            "tok_s": tokens / seconds if seconds > 0 else math.nan,
+            "target_passes_per_tok": target_passes / tokens if tokens else math.nan,
+            "draft_passes_per_tok": draft_passes / tokens if tokens else math.nan,
+            "GB_per_tok": total / tokens / 1e9 if tokens else math.nan,
+            "GBps": total / seconds / 1e9 if seconds > 0 else math.nan,
+            "key": run.sweep_key() + (run.draft,)}
+
+
+def read_rates(char):
+    """(one core alone, every core of the node at once) in GB/s from a characterize file."""
+    one = float(char.attrs.get("host_read_gbps", math.nan))
+    node = float(char.attrs.get("node_read_gbps", math.nan))
+    return one, node
+
+
+def split_lines(rows):
+    """SSD/SD for every SSD row against each comparable SD row: the bytes and the rate parts."""
+    lines = []
+    for ssd in (r for r in rows if r["mode"] == "ssd"):
+        for sd in (r for r in rows if r["mode"] == "sd" and r["key"] == ssd["key"]):
+            speed = ssd["tok_s"] / sd["tok_s"]
+            fewer_bytes = sd["GB_per_tok"] / ssd["GB_per_tok"]
+            rate = ssd["GBps"] / sd["GBps"]
+            hardware = "equal hardware" if ssd["cores"] == sd["cores"] else (
+                f"{ssd['cores']} cores against {sd['cores']}")
+            lines.append(f"{ssd['file']} / {sd['file']} ({hardware}): SSD/SD {speed:.3f} = bytes "
+                         f"per token {fewer_bytes:.3f} (SD's {sd['GB_per_tok']:.3f} GB over "
+                         f"SSD's {ssd['GB_per_tok']:.3f}) x read rate {rate:.3f} "
+                         f"({ssd['GBps']:.1f} over {sd['GBps']:.1f} GB/s)")
+    return lines
+
+
+def cmd_traffic(args, out=print):
+    runs, errors = sio.load_runs(args.files)
+    for e in errors:
+        print(f"ssd-analyze traffic: {e}", file=sys.stderr)
+    if errors:
+        return 2
+    one = node = math.nan
+    if args.characterize:
+        chars, errors = sio.load_runs([args.characterize])
+        if errors or not chars[0].is_characterize:
+            print(f"ssd-analyze traffic: --characterize {args.characterize}: "
+                  f"{errors[0] if errors else 'not a characterize file'}", file=sys.stderr)
+            return 2
+        one, node = read_rates(chars[0])
+    rows = []
+    try:
+        for run in runs:
+            if run.is_characterize:
+                raise TrafficError(f"{run.name}: a characterize file, not a run (pass it as "
+                                   "--characterize)")
+            rows.append(traffic(run))
+    except TrafficError as e:
+        print(f"ssd-analyze traffic: {e}", file=sys.stderr)
+        return 2
+    for r in rows:
+        r["of_read"] = r["GBps"] / (node if r["cores"] > 1 else one)
+        for c, spec in FORMATS.items():
+            r[c + "_txt"] = format(r[c], spec) if math.isfinite(r[c]) else "-"
+    header = {"weight traffic": "forward passes x each model's weight bytes, decode only"}
+    if args.characterize:
+        header["read rates"] = (f"{one:.1f} GB/s one core alone, {node:.1f} GB/s every core of "
+                                f"the node at once ({args.characterize})")
+    emit_table(rows, COLUMNS, args.format, header, out=out)
+    if args.format == "text":
+        for line in split_lines(rows):
+            out(line)
+    return 0

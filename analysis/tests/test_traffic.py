@@ -1,0 +1,74 @@
+#!/usr/bin/python3
+"""`ssd-analyze traffic` (analysis/ssd_analysis/traffic.py) on hand-written run files with known
+forward passes and weight bytes: the bytes per token and the read rate recomputed by hand, the
+SSD/SD split into those two parts multiplying back to the speed ratio, and a file from before the
+passes were counted refused with one line and exit 2.
+Run: /usr/bin/python3 -m unittest discover -s analysis/tests"""
+import contextlib
+import io as stdio
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+from ssd_analysis import traffic as TR  # noqa: E402
+from test_schema import RunFiles, ssd_rounds  # noqa: E402
+
+TARGET_BYTES, DRAFT_BYTES = 3.0e9, 1.0e9
+MODELS = {"target": {"weight_bytes_per_token": TARGET_BYTES},
+          "draft": {"weight_bytes_per_token": DRAFT_BYTES}}
+
+
+class Traffic(RunFiles, unittest.TestCase):
+    def run_file(self, mode, draft_passes, counted=True):
+        # Four rounds of 1 s each, 2 + 4 + 2 + 1 = 9 tokens (ssd_rounds: accepted + 1).
+        rd = ssd_rounds(sources=[0, 1, 2, 1] if mode == "ssd" else [2, 2, 2, 2],
+                        outcomes=[1, 0, 1, -1] if mode == "ssd" else [-1] * 4,
+                        accepted=[1, 3, 1, 0])
+        extra = dict(target_forward_passes=[4], draft_forward_passes=[draft_passes])
+        return self.write(mode, rd, reps_extra=extra if counted else None, model_attrs=MODELS)
+
+    def cli(self, *args):
+        out, err = stdio.StringIO(), stdio.StringIO()
+        parser = TR._Parser(prog="t")
+        sub = parser.add_subparsers(dest="command", required=True)
+        TR.add_parser(sub, TR.cmd_traffic)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                a = parser.parse_args(["traffic", *args])
+                status = a.func(a)
+            except SystemExit as e:
+                status = e.code
+        return status, out.getvalue(), err.getvalue()
+
+    def test_bytes_per_token_and_rate(self):
+        sd = self.run_file("sd", draft_passes=12)
+        row = TR.traffic(sd)
+        total = 4 * TARGET_BYTES + 12 * DRAFT_BYTES
+        self.assertAlmostEqual(row["GB_per_tok"], total / 9 / 1e9)
+        self.assertAlmostEqual(row["GBps"], total / 4.0 / 1e9)
+        self.assertAlmostEqual(row["draft_passes_per_tok"], 12 / 9)
+        self.assertAlmostEqual(row["tok_s"], 9 / 4.0)
+
+    def test_ssd_over_sd_splits_into_bytes_and_rate(self):
+        sd = self.run_file("sd", draft_passes=12)
+        ssd = self.run_file("ssd", draft_passes=16)
+        status, out, err = self.cli(sd.path, ssd.path)
+        self.assertEqual(status, 0, err)
+        line = [x for x in out.splitlines() if x.startswith(os.path.basename(ssd.path))][-1]
+        # Same tokens and time: speed 1.000; SSD read (12 + 16) GB against SD's (12 + 12).
+        self.assertIn("SSD/SD 1.000 = bytes per token 0.857", line)
+        self.assertIn("x read rate 1.167", line)
+
+    def test_file_without_passes_is_refused_in_one_line(self):
+        old = self.run_file("sd", draft_passes=12, counted=False)
+        status, out, err = self.cli(old.path)
+        self.assertEqual(status, 2)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("no /reps target_forward_passes", err)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -4,7 +4,7 @@
 #     writes code for three of the shipped coding prompts (printed as text); AR and SD on 1 and
 #     2 cores and SSD on a core per rank run the same prompts with Qwen2.5-Coder-0.5B-Instruct
 #     drafting: their speeds side by side with the speedups over AR, acceptance and hit rate
-#     (ssd-analyze summary and validate);
+#     (ssd-analyze summary and validate) and the weight bytes a token each read (traffic);
 #  2. characterizes this machine, runs the default benchmark (AR on the embedded synthetic
 #     llama-124m) and AR vs SD vs SSD at batch 1 on synthetic models (sweeps/fig7-speedup.toml),
 #     validates the paper's speedup formulas on those runs and draws the figures.
@@ -54,6 +54,10 @@ echo "   threads (SSD: the paper's layout, the draft's core added), xAR= over AR
 echo "   threads in all (equal hardware); the same greedy tokens in every run"
 analysis/ssd-analyze summary "$out"/pair-*.h5
 analysis/ssd-analyze validate "$out"/pair-*.h5
+echo "== Where SSD/SD comes from: the weight bytes each run read per token and the rate it read"
+echo "   them at (SSD's draft passes once more a round than SD's; on one memory system SSD wins"
+echo "   at equal hardware only by reading faster)"
+analysis/ssd-analyze traffic "$out"/pair-*.h5
 
 echo "== ssd-bench characterize"
 ./build/release/ssd-bench characterize --threads 1 --out "$out/characterize.h5" --overwrite

@@ -26,7 +26,7 @@ from .tables import emit_table
 COLUMNS = ["file", "mode", "K", "cores", "tok_s", "target_passes_per_tok",
            "draft_passes_per_tok", "GB_per_tok", "GBps", "of_read"]
 FORMATS = {"tok_s": ".1f", "target_passes_per_tok": ".3f", "draft_passes_per_tok": ".3f",
-           "GB_per_tok": ".3f", "GBps": ".1f", "of_read": ".2f"}
+           "GB_per_tok": ".4g", "GBps": ".1f", "of_read": ".2f"}
 
 
 class TrafficError(Exception):

@@ -61,7 +61,7 @@ class Run:
     prompt_lengths: list = field(default_factory=list)  # /prompt_lengths: each prompt's tokens
     gemm: dict = field(default_factory=dict)     # characterize: /gemm columns
     gemm_attrs: dict = field(default_factory=dict)
-    # characterize: its other tables (/memory, /forward, /all_reduce, /p2p) as columns, and
+    # characterize: its other tables (/memory, /forward, /all_reduce, /p2p, /node_read) as columns, and
     # every table's dataset attributes (the `names` of id columns), by table name
     tables: dict = field(default_factory=dict)
     table_attrs: dict = field(default_factory=dict)
@@ -192,7 +192,7 @@ def load_run(path):
         machine = {k: _plain(v) for k, v in f["machine"].attrs.items()} if "machine" in f else {}
         if mode == "characterize" or (not attrs.get("mode") and "gemm" in f):
             run = Run(path=path, mode="characterize", attrs=attrs, config={}, machine=machine)
-            for name in ("gemm", "memory", "forward", "all_reduce", "p2p"):
+            for name in ("gemm", "memory", "forward", "all_reduce", "p2p", "node_read"):
                 if name in f:
                     run.tables[name] = _table(f[name])
                     run.table_attrs[name] = {k: {a: _plain(v) for a, v in ds.attrs.items()}

@@ -20,6 +20,8 @@ import argparse
 import math
 import sys
 
+import numpy as np
+
 from . import io as sio
 from .tables import emit_table
 
@@ -84,6 +86,20 @@ def read_rates(char):
     return one, node
 
 
+def node_passes(char):
+    """The node read's passes (/node_read, files since 2026-12-03): their range of GB/s and of
+    the one-way latency between the node's cores measured before each, or "" without them. On a
+    VM whose vCPUs the hypervisor moves between dies, the two move together."""
+    t = char.tables.get("node_read") or {}
+    if len(t.get("gbps", [])) == 0:
+        return ""
+    g, lat = t["gbps"], t.get("latency_ns", [])
+    text = f"{len(g)} passes {min(g):.1f}-{max(g):.1f} GB/s (median {float(np.median(g)):.1f})"
+    if len(lat):
+        text += f", the cores {min(lat):.0f}-{max(lat):.0f} ns apart"
+    return text
+
+
 def split_lines(rows):
     """SSD/SD for every SSD row against each comparable SD row: the bytes and the rate parts."""
     lines = []
@@ -131,8 +147,12 @@ def cmd_traffic(args, out=print):
             r[c + "_txt"] = format(r[c], spec) if math.isfinite(r[c]) else "-"
     header = {"weight traffic": "forward passes x each model's weight bytes, decode only"}
     if args.characterize:
-        header["read rates"] = (f"{one:.1f} GB/s one core alone, {node:.1f} GB/s every core of "
-                                f"the node at once ({args.characterize})")
+        node_text = (f"{node:.1f} GB/s" if math.isfinite(node) else "not measured (a file from "
+                     "before characterize read with every rank at once)")
+        header["read rates"] = (f"{one:.1f} GB/s one core alone, every core of the node at once "
+                                f"{node_text} ({args.characterize})")
+        if node_passes(chars[0]):
+            header["node read"] = node_passes(chars[0])
     emit_table(rows, COLUMNS, args.format, header, out=out)
     if args.format == "text":
         for line in split_lines(rows):

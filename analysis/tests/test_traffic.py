@@ -10,10 +10,14 @@ import os
 import sys
 import unittest
 
+import h5py
+import numpy as np
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 from ssd_analysis import traffic as TR  # noqa: E402
+from test_compare import ZEN, write_characterize  # noqa: E402
 from test_schema import RunFiles, ssd_rounds  # noqa: E402
 
 TARGET_BYTES, DRAFT_BYTES = 3.0e9, 1.0e9
@@ -61,6 +65,23 @@ class Traffic(RunFiles, unittest.TestCase):
         # Same tokens and time: speed 1.000; SSD read (12 + 16) GB against SD's (12 + 12).
         self.assertIn("SSD/SD 1.000 = bytes per token 0.857", line)
         self.assertIn("x read rate 1.167", line)
+
+    def test_read_rate_against_the_characterize_file(self):
+        sd = self.run_file("sd", draft_passes=12)   # one core: against host_read_gbps
+        char = os.path.join(self.dir, "char.h5")
+        write_characterize(char, ZEN)
+        with h5py.File(char, "a") as f:
+            f["node_read/gbps"] = np.array([30.0, 60.0, 40.0])
+            f["node_read/latency_ns"] = np.array([40.0, 190.0, 45.0])
+        status, out, err = self.cli(sd.path, "--characterize", char, "--format", "csv")
+        self.assertEqual(status, 0, err)
+        of_read = float(out.splitlines()[1].split(",")[-1])
+        self.assertAlmostEqual(of_read, (4 * TARGET_BYTES + 12 * DRAFT_BYTES) / 4.0 / 1e9 / 24.0)
+        status, out, err = self.cli(sd.path, "--characterize", char)
+        self.assertIn("# read rates: 24.0 GB/s one core alone, every core of the node at once "
+                      "29.0 GB/s", out)
+        self.assertIn("# node read: 3 passes 30.0-60.0 GB/s (median 40.0), the cores 40-190 ns "
+                      "apart", out)
 
     def test_file_without_passes_is_refused_in_one_line(self):
         old = self.run_file("sd", draft_passes=12, counted=False)

@@ -105,7 +105,8 @@ void Report::tokens(const std::vector<std::vector<int32_t>>& generated) {
   }
 }
 
-void Report::final_lines(const RunSummary& s, const std::string& out_path) {
+void Report::final_lines(const RunSummary& s, const std::string& out_path,
+                         const ModelSummary& target, const std::optional<ModelSummary>& draft) {
   out_ << "#\n# Check: generated tokens identical across " << s.reps << " repetitions: "
        << (!s.tokens_check_applies          ? "not applicable (sampled SSD or synthetic outcomes)"
            : s.tokens_identical_across_reps ? "OK"
@@ -114,6 +115,19 @@ void Report::final_lines(const RunSummary& s, const std::string& out_path) {
   if (!s.speculation.warning.empty()) out_ << "# Warning: " << s.speculation.warning << "\n";
   out_ << "# Results: " << (out_path.empty() ? "not written (no --out)" : out_path) << "\n";
   out_ << "# Avg decode throughput: " << fmt("%.2f", s.decode_tokens_per_s.mean) << " tok/s\n";
+  if (s.decode_tokens > 0 && s.decode_s > 0) {
+    const auto model_bytes = [](const ModelSummary& m) {
+      return weight_bytes_per_token(m.config, dtype_size(m.weight_dtype));
+    };
+    const double bytes = double(s.target_passes) * model_bytes(target) +
+                         (draft ? double(s.draft_passes) * model_bytes(*draft) : 0.0);
+    const double tokens = double(s.decode_tokens);
+    out_ << "# Weight traffic: " << human_bytes(bytes / tokens) << " per token ("
+         << fmt("%.3f", double(s.target_passes) / tokens) << " target"
+         << (draft ? fmt(" + %.3f draft", double(s.draft_passes) / tokens) : std::string())
+         << " forward passes per token), read at " << fmt("%.1f", bytes / s.decode_s / 1e9)
+         << " GB/s\n";
+  }
   out_.flush();
 }
 

@@ -28,7 +28,11 @@ class Report {
               const ModelSummary& target, const std::optional<ModelSummary>& draft);
   // The row of harness/result_row.h in the chosen format (its heading went with the header).
   void result_row(const std::vector<ResultCell>& row);
-  void final_lines(const RunSummary& s, const std::string& out_path);
+  // The token check, the result file and the mean throughput; then the weight bytes the
+  // decode read per token and the rate it read them at (each forward pass reads its model's
+  // weights once: `ssd-analyze traffic` has the same from the file).
+  void final_lines(const RunSummary& s, const std::string& out_path, const ModelSummary& target,
+                   const std::optional<ModelSummary>& draft);
   // '#'-comment lines "# tokens[i]: t0 t1 ..." for every sequence.
   void tokens(const std::vector<std::vector<int32_t>>& generated);
 

@@ -262,7 +262,7 @@ int lead(const RunPlan& plan, RunSetup setup, Launch& launch, const Prompts& pro
                        .prompts = prompts,
                        .records = records,
                        .row = row});
-  report.final_lines(summary, plan.output.path);
+  report.final_lines(summary, plan.output.path, launch.target, launch.draft);
   return identical || !summary.tokens_check_applies ? 0 : 1;
 }
 

@@ -118,6 +118,8 @@ RunSummary summarize(const RunRecords& records, bool identical) {
   RunSummary s;
   std::vector<double> tps, ms, prefill;
   for (const RepTotals& r : records.reps) {
+    s.decode_tokens += r.decode_tokens, s.decode_s += r.decode_s;
+    s.target_passes += r.target_passes, s.draft_passes += r.draft_passes;
     tps.push_back(r.decode_tokens_per_s());
     ms.push_back(r.ms_per_token());
     prefill.push_back(r.prefill_tokens_per_s());

@@ -53,6 +53,10 @@ struct RunSummary {
   // exactly; sampled SSD and synthetic outcomes depend on the adaptive cache (its budget and
   // fan-out estimates carry over between repetitions), so they need not.
   bool tokens_check_applies = true;
+  // Summed over the recorded repetitions: the decode's tokens, time and forward passes of each
+  // model (RepTotals), what the final lines price at each model's weight bytes.
+  int64_t decode_tokens = 0, target_passes = 0, draft_passes = 0;
+  double decode_s = 0.0;
   SpeculationSummary speculation;
 };
 

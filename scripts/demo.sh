@@ -41,9 +41,9 @@ on_cores() {
 # --budget auto, geometric fan-out): the target on one core and the draft on the other,
 # building the speculation cache while the target verifies.
 for t in 1 2; do
-  on_cores "$t" 1 "${pair[@]}" --threads "$t" --out "$out/pair-ar-$t.h5" --overwrite | tail -n 3
+  on_cores "$t" 1 "${pair[@]}" --threads "$t" --out "$out/pair-ar-$t.h5" --overwrite | tail -n 4
   on_cores "$t" 1 "${pair[@]}" --mode sd --draft "$draft" --lookahead 4 --threads "$t" \
-    --out "$out/pair-sd-$t.h5" --overwrite | tail -n 3
+    --out "$out/pair-sd-$t.h5" --overwrite | tail -n 4
 done
 echo "== What the target wrote (greedy)"
 analysis/ssd-analyze text "$out/pair-ar-1.h5" --tokenizer "$target"

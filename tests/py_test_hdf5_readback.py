@@ -111,6 +111,24 @@ class ReadBack(unittest.TestCase):
             self.assertAlmostEqual(float(m.group(1)), f["/summary"].attrs["decode_tokens_per_s"],
                                    delta=0.01)
 
+    def test_weight_traffic_line(self):
+        # "# Weight traffic: B per token (P target forward passes per token), read at R GB/s",
+        # from the same counts the file's /reps holds.
+        m = re.search(r"Weight traffic: [0-9.]+ [kMG]B per token \(([0-9.]+) target forward "
+                      r"passes per token\), read at ([0-9.]+) GB/s", self.proc.stdout)
+        self.assertIsNotNone(m, self.proc.stdout[-1500:])
+        with h5py.File(self.path, "r") as f:
+            reps = f["/reps"]
+            passes = float(np.sum(reps["target_forward_passes"][...]))
+            tokens = float(np.sum(reps["decode_tokens"][...]))
+            seconds = float(np.sum(reps["decode_time_s"][...]))
+            np.testing.assert_array_equal(reps["target_forward_passes"][...],
+                                          reps["decode_steps"][...])
+            weight_bytes = float(f["/models/target"].attrs["weight_bytes_per_token"])
+        self.assertAlmostEqual(float(m.group(1)), passes / tokens, delta=0.0005)
+        self.assertAlmostEqual(float(m.group(2)), passes * weight_bytes / seconds / 1e9,
+                               delta=0.05 + 0.001 * float(m.group(2)))
+
     def test_no_overwrite_without_flag(self):
         proc = run("--target", "synthetic:tiny-llama", "--max-new-tokens", "2", "--out",
                    self.path, check=False)

@@ -47,8 +47,14 @@ stage "AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 # -g1: line tables and function names, which is all a sanitizer's report prints; -O1, as ASan's
 # documentation suggests: on a 2-core Zen 4 guest this build took 8.0 minutes of CI's 25 with
 # -O2 -g, 7.8 with -O2 -g1 and 5.4 with -O1 -g1, while its tests took 266 s at -O2, 282 at -O1.
+# CMAKE_UNITY_BUILD: each target's sources compiled in batches of 8 per translation unit, so
+# the headers (GoogleTest's above all) are parsed once a batch: 5m46s -> 4m33s for this build on
+# the 2-core Zen 5 guest (2026-12-03, one build of each minutes apart), its tests passing the same.
+# Only here: the Release build, whose binaries are the ones benchmarked, keeps one unit per file.
+# A file whose file-local names collide with another's in its batch can opt out with the source
+# property SKIP_UNITY_BUILD_INCLUSION.
 bash scripts/build.sh build/sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_UNITY_BUILD=ON \
   -DSSD_SANITIZE=address,undefined -DSSD_BUILD_BENCH=OFF -DSSD_CUDA=OFF
 stage "Sanitizer tests"
 # Open MPI keeps its start-up allocations until exit; those are its leaks, not ours.

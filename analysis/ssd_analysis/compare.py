@@ -29,7 +29,7 @@ from . import measured as MS
 from . import predict as P
 from . import predict_inputs as PI
 from . import predict_validate as PV
-from .tables import emit_table, format_cell
+from .tables import OneLineErrors, emit_table, format_cell
 
 HARDWARE = [("machine", ""), ("cpu", ""), ("gpu", ""), ("driver", ""), ("cpus", ""),
             ("mem_GiB", ".0f"), ("hosts", ""), ("files", ""), ("read_GBps", ".1f"),
@@ -49,16 +49,10 @@ class CompareError(Exception):
     """Files that cannot be compared (the message is the one line printed)."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):   # one line, exit 2 (no usage dump)
-        print(f"ssd-analyze compare: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
 def add_parser(sub, func):
     p = sub.add_parser("compare", help="machines side by side: table, roofline, forecast",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.__class__ = _Parser
+    p.__class__ = OneLineErrors
     p.add_argument("files", nargs="+", help="characterize and run files, any machines")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("-k", "--lookahead", type=int, help="K (default: the first characterize "

@@ -9,7 +9,7 @@ from . import measured as MS
 from . import predict as P
 from . import predict_inputs as PI
 from . import predict_validate as PV
-from .tables import emit_table, format_cell
+from .tables import OneLineErrors, emit_table, format_cell
 
 # Throughputs the paper reports (decode tok/s, greedy, batch 1, target TP=4 on H100s, SSD's
 # draft on one more H100): Appendix B.3's table, "Average" rows (the same numbers as Figure 1
@@ -24,12 +24,6 @@ PAPER = {  # (target, draft, hardware, target TP, batch, draft ranks) -> (AR, SD
 COLUMNS = ["b", "D", "AR", "SD", "SD_band", "K_sd", "SSD", "SSD_band", "K", "B_win", "B", "shape",
            "p_hit", "T_p", "fallback", "b*", "SSD/SD", "SSD/AR", "paper_AR", "paper_SD",
            "paper_SSD"]
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):   # one line, exit 2 (no usage dump)
-        print(f"ssd-analyze predict: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 def _int_list(flag, lo=1):
@@ -59,7 +53,7 @@ def _float_in(flag, lo, hi):
 def add_parser(sub, func):
     p = sub.add_parser("predict", help="first-principles AR/SD/SSD tok/s model",
                        description=P.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.__class__ = _Parser
+    p.__class__ = OneLineErrors
     p.add_argument("--target", help="preset (default llama-3.1-70b, or the characterize "
                    "file's target)")
     p.add_argument("--draft", help="preset (default llama-3.2-1b, or the file's draft)")

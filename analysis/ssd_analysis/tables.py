@@ -1,9 +1,20 @@
 """Rows of values as an aligned text table, CSV or JSON: the output of `ssd-analyze predict`
-(predict_cli.py) and of its --validate (predict_validate.py)."""
+(predict_cli.py) and of its --validate (predict_validate.py); and the argument parser of the
+subcommands that print them (OneLineErrors)."""
+import argparse
 import csv
 import json
 import math
 import sys
+
+
+class OneLineErrors(argparse.ArgumentParser):
+    """A subcommand's parser whose errors are one line, "<prog>: <message>", and exit 2 (no
+    usage dump): set as a subparser's class (`p.__class__ = OneLineErrors`)."""
+
+    def error(self, message):
+        print(f"{self.prog}: {message}", file=sys.stderr)
+        sys.exit(2)
 
 
 def format_cell(v, spec):

@@ -23,7 +23,7 @@ import sys
 import numpy as np
 
 from . import io as sio
-from .tables import emit_table
+from .tables import OneLineErrors, emit_table
 
 COLUMNS = ["file", "mode", "K", "cores", "tok_s", "target_passes_per_tok",
            "draft_passes_per_tok", "GB_per_tok", "GBps", "of_read"]
@@ -35,16 +35,10 @@ class TrafficError(Exception):
     """A file that cannot be measured (the message is the one line printed)."""
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):   # one line, exit 2 (no usage dump)
-        print(f"ssd-analyze traffic: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
 def add_parser(sub, func):
     p = sub.add_parser("traffic", help="weight bytes per token and the rate they were read at",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.__class__ = _Parser
+    p.__class__ = OneLineErrors
     p.add_argument("files", nargs="+", help="run files (ssd-bench run)")
     p.add_argument("--characterize", help="a characterize file of the same host: the read rates")
     p.add_argument("--format", choices=("text", "csv", "json"), default="text")

@@ -36,7 +36,7 @@ class Traffic(RunFiles, unittest.TestCase):
 
     def cli(self, *args):
         out, err = stdio.StringIO(), stdio.StringIO()
-        parser = TR._Parser(prog="t")
+        parser = TR.OneLineErrors(prog="t")
         sub = parser.add_subparsers(dest="command", required=True)
         TR.add_parser(sub, TR.cmd_traffic)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -95,6 +95,10 @@ TEST_F(CudaModel, LlamaLogitsMatchCpu) {
 TEST_F(CudaModel, Qwen3LogitsMatchCpu) {
   check_logits_vs_cpu("tiny-qwen3", CudaBackend::kDefaultInvariantMaxRows);
 }
+// Qwen2: the q/k/v biases (bias_add on the GPU), 6 heads over 2 KV heads.
+TEST_F(CudaModel, Qwen2LogitsMatchCpu) {
+  check_logits_vs_cpu("tiny-qwen2", CudaBackend::kDefaultInvariantMaxRows);
+}
 TEST_F(CudaModel, OtherShapesLogitsMatchCpu) {
   check_logits_vs_cpu("tiny-llama-other", CudaBackend::kDefaultInvariantMaxRows);
   check_logits_vs_cpu("tiny-llama-tied", CudaBackend::kDefaultInvariantMaxRows);
@@ -102,6 +106,7 @@ TEST_F(CudaModel, OtherShapesLogitsMatchCpu) {
 TEST_F(CudaModel, TensorCoreGemmLogitsMatchCpu) {
   check_logits_vs_cpu("tiny-llama", CudaBackend::kDefaultInvariantMaxRows, CudaGemm::AutoTc);
   check_logits_vs_cpu("tiny-qwen3", CudaBackend::kDefaultInvariantMaxRows, CudaGemm::AutoTc);
+  check_logits_vs_cpu("tiny-qwen2", CudaBackend::kDefaultInvariantMaxRows, CudaGemm::AutoTc);
 }
 TEST_F(CudaModel, CublasPrefillLogitsMatchCpu) {
   // Threshold 1: the 7-token prefill and the 4-token append go through cuBLAS.
@@ -156,9 +161,13 @@ TEST_F(CudaModel, LlamaBatchInvariant) {
 TEST_F(CudaModel, Qwen3BatchInvariant) {
   check_batch_invariance("tiny-qwen3");
 }
+TEST_F(CudaModel, Qwen2BatchInvariant) {
+  check_batch_invariance("tiny-qwen2");
+}
 TEST_F(CudaModel, TensorCoreGemmIsBatchInvariant) {
   check_batch_invariance("tiny-llama", CudaGemm::AutoTc);
   check_batch_invariance("tiny-qwen3", CudaGemm::AutoTc);
+  check_batch_invariance("tiny-qwen2", CudaGemm::AutoTc);
 }
 
 // --- backend selection ---

@@ -60,6 +60,21 @@ ModelConfig qwen3(int hidden, int intermediate, int layers, int heads, bool tied
   return c;
 }
 
+// Qwen2.5(-Coder) as the project's real pair runs them (scripts/get-model.sh): the PyPI GGUF
+// files carry an output matrix, so lm_head is untied; head_dim = hidden / heads, 2 KV heads.
+ModelConfig qwen2(int hidden, int intermediate, int layers, int heads) {
+  ModelConfig c = shape(ModelType::Qwen2, hidden, intermediate, layers, heads, 2, hidden / heads);
+  c.rms_norm_eps = 1e-6;
+  c.rope_theta = 1000000.0;
+  c.tie_word_embeddings = false;
+  c.vocab_size = 151936;
+  c.max_position_embeddings = 32768;
+  c.bos_token_id = 151643;
+  c.eos_token_ids = {151645};
+  c.torch_dtype = "bfloat16";
+  return c;
+}
+
 // Llama-architecture models sized for CPUs, with the Llama 2 vocabulary size and Llama 3 RoPE.
 ModelConfig small_llama(int hidden, int intermediate, int layers, int heads, int kv_heads,
                         bool tied) {
@@ -128,6 +143,9 @@ const std::vector<std::pair<std::string, std::function<ModelConfig()>>>& presets
       {"llama-3.2-1b", [] { return llama3(2048, 8192, 16, 32, 64, 32.0, true); }},
       {"qwen3-32b", [] { return qwen3(5120, 25600, 64, 64, false); }},
       {"qwen3-0.6b", [] { return qwen3(1024, 3072, 28, 16, true); }},
+      // The real pair's shapes, for machines without its weights (a GPU node, characterize).
+      {"qwen2.5-coder-1.5b", [] { return qwen2(1536, 8960, 28, 12); }},
+      {"qwen2.5-coder-0.5b", [] { return qwen2(896, 4864, 24, 14); }},
       {"llama-124m", [] { return small_llama(768, 2048, 12, 12, 4, false); }},
       {"llama-12m", [] { return small_llama(256, 688, 4, 4, 2, true); }},
       {"tiny-llama", [] { return tiny_llama(false); }},

@@ -278,6 +278,10 @@ TEST(Presets, ExactParameterCounts) {
   EXPECT_EQ(find_preset("llama-3.2-1b")->parameter_count(), 1'235'814'400);
   EXPECT_EQ(find_preset("llama-3.1-8b")->parameter_count(), 8'030'261'248);
   EXPECT_EQ(find_preset("qwen3-0.6b")->parameter_count(), 596'049'920);
+  // Qwen2.5-1.5B and -0.5B as published (1,543,714,304 and 494,032,768 with tied embeddings)
+  // plus the untied lm_head of the project's checkpoints (vocab 151936 x hidden).
+  EXPECT_EQ(find_preset("qwen2.5-coder-1.5b")->parameter_count(), 1'543'714'304 + 151936 * 1536);
+  EXPECT_EQ(find_preset("qwen2.5-coder-0.5b")->parameter_count(), 494'032'768 + 151936 * 896);
   EXPECT_EQ(find_preset("llama-3.1-70b")->parameter_count(), 70'553'706'496);
   EXPECT_EQ(find_preset("qwen3-32b")->parameter_count(), 32'762'123'264);
   const int64_t cpu_target = find_preset("llama-124m")->parameter_count();
@@ -288,7 +292,7 @@ TEST(Presets, ExactParameterCounts) {
 
 TEST(Presets, NamesAndShapes) {
   const std::vector<std::string> names = preset_names();
-  EXPECT_EQ(names.size(), 13u);
+  EXPECT_EQ(names.size(), 15u);
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
     const std::optional<ModelConfig> c = find_preset(name);
@@ -302,6 +306,8 @@ TEST(Presets, NamesAndShapes) {
   EXPECT_TRUE(find_preset("tiny-llama-tied")->tie_word_embeddings);
   EXPECT_FALSE(find_preset("tiny-qwen3-untied")->tie_word_embeddings);
   EXPECT_TRUE(find_preset("tiny-qwen2")->has_qkv_bias());
+  EXPECT_TRUE(find_preset("qwen2.5-coder-1.5b")->has_qkv_bias());
+  EXPECT_FALSE(find_preset("qwen2.5-coder-0.5b")->tie_word_embeddings);
   EXPECT_TRUE(find_preset("llama-3.2-1b")->tie_word_embeddings);
   EXPECT_DOUBLE_EQ(find_preset("llama-3.2-1b")->rope_scaling.factor, 32.0);
 }

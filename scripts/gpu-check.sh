@@ -6,7 +6,8 @@
 #             tests/py_test_gpu_decode.py (greedy SD/SSD == AR)
 #   sanitize  compute-sanitizer memcheck over the CUDA kernel and model tests
 #   bench     bench_decode on the GPU (tok/s, weight bandwidth), characterize, and AR/SD/SSD
-#             runs of llama-3.2-1b / llama-3.1-8b shaped synthetic models
+#             runs of llama-3.2-1b / llama-3.1-8b shaped synthetic models and of the real
+#             pair's shapes (qwen2.5-coder-1.5b / -0.5b)
 # Logs and result files go to OUT_DIR; a summary is printed last. A step that fails is
 # reported and the others still run; the exit status is non-zero if any failed.
 set -uo pipefail
@@ -69,7 +70,7 @@ if [[ " $steps " == *" sanitize "* ]]; then
     "$build/tests/test_cuda_sampling" --gtest_brief=1
   step memcheck_model 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$build/tests/test_cuda_model" --gtest_brief=1 \
-    --gtest_filter='CudaModel.LlamaLogitsMatchCpu:CudaModel.Qwen3LogitsMatchCpu'
+    --gtest_filter='CudaModel.LlamaLogitsMatchCpu:CudaModel.Qwen3LogitsMatchCpu:CudaModel.Qwen2LogitsMatchCpu'
   step memcheck_graphs 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$build/tests/test_cuda_graphs" --gtest_brief=1 \
     --gtest_filter='CudaGraphs.Verify*:CudaGraphs.Prefill*'
@@ -91,10 +92,14 @@ fi
 if [[ " $steps " == *" bench "* ]]; then
   step bench_decode 600 env SSD_BENCH_BACKEND=cuda SSD_BENCH_MODELS=llama-3.2-1b,llama-3.1-8b SSD_BENCH_CONTEXTS=16,512 \
     "$build/bench/bench_decode" --benchmark_min_time=1
-  # The tensor-core invariant GEMM (--gemm invariant-tc) beside it, at the verification's rows.
+  # Both invariant GEMMs at the multi-row steps' row counts (80, batch 16 x (K + 1), is past
+  # invariant_max_rows() and runs cuBLAS under either flag).
+  step bench_decode_rows 600 env SSD_BENCH_BACKEND=cuda SSD_BENCH_GEMM=invariant \
+    SSD_BENCH_MODELS=llama-3.2-1b,llama-3.1-8b SSD_BENCH_CONTEXTS=512 SSD_BENCH_ROWS=1,2,4,5,8,16,32 \
+    "$build/bench/bench_decode" --benchmark_min_time=0.3
   step bench_decode_tc 600 env SSD_BENCH_BACKEND=cuda SSD_BENCH_GEMM=invariant-tc \
-    SSD_BENCH_MODELS=llama-3.2-1b,llama-3.1-8b SSD_BENCH_CONTEXTS=512 SSD_BENCH_ROWS=1,5,16 \
-    "$build/bench/bench_decode" --benchmark_min_time=1
+    SSD_BENCH_MODELS=llama-3.2-1b,llama-3.1-8b SSD_BENCH_CONTEXTS=512 SSD_BENCH_ROWS=1,2,4,5,8,16,32 \
+    "$build/bench/bench_decode" --benchmark_min_time=0.3
   # HBM bandwidth, cuBLAS GEMM throughput at both models' shapes, forward-pass kinds and the
   # verification window, on the GPU (NCCL all-reduce figures need a TP group of >= 2 GPUs).
   step characterize 600 "$bench" characterize --backend cuda --target synthetic:llama-3.1-8b \
@@ -109,6 +114,23 @@ if [[ " $steps " == *" bench "* ]]; then
     --out "$out/sd_8b_1b.h5"
   step ssd_8b_1b 300 mpirun -np 2 --bind-to none "$bench" "${common[@]}" "${sd[@]}" --mode ssd -k 4 \
     --out "$out/ssd_8b_1b.h5"
+  # The real pair's shapes (its weights do not travel to a GPU node), with outcomes at its
+  # measured greedy constants: alpha 0.862, r 2.22 after a rejection and 2.40 after all K
+  # accepted (results/qwen2.5-coder). SSD as a user runs it (-k auto, --budget auto), then with
+  # MPS, which lets the two ranks' kernels share the GPU instead of taking turns.
+  pair=(--target synthetic:qwen2.5-coder-1.5b --draft synthetic:qwen2.5-coder-0.5b
+    --outcomes synthetic:alpha=0.862,r=2.22,r_b=2.40)
+  step ar_pair 300 "$bench" "${common[@]}" --target synthetic:qwen2.5-coder-1.5b \
+    --out "$out/ar_pair.h5"
+  step sd_pair 300 "$bench" "${common[@]}" "${pair[@]}" --mode sd -k 4 --draft-placement collocated \
+    --out "$out/sd_pair.h5"
+  step ssd_pair 300 mpirun -np 2 --bind-to none "$bench" "${common[@]}" "${pair[@]}" --mode ssd \
+    --out "$out/ssd_pair.h5"
+  if nvidia-cuda-mps-control -d; then
+    step ssd_pair_mps 300 mpirun -np 2 --bind-to none "$bench" "${common[@]}" "${pair[@]}" \
+      --mode ssd --out "$out/ssd_pair_mps.h5"
+    echo quit | nvidia-cuda-mps-control
+  fi
 fi
 
 echo "=== summary"

@@ -24,8 +24,9 @@
 //     CudaGemm::AutoTc / InvariantTc (--gemm invariant-tc) run the same contract on the tensor
 //     cores instead (matmul_tc_kernel.cu; another fixed order, so its bits differ from the
 //     default's): on an H100 a 16-row step costs 1.4-1.9 one-row steps (2.8-3.2 with the
-//     default), but a one-row step of an 8B model is ~11% slower, so it is a choice, not the
-//     default.
+//     default), but a one-row step of an 8B model is ~11% slower (H200: 6-10%, in its large
+//     GEMMs, which stream at 3.0-3.9 TB/s against the default's 3.5-4.4; docs/gpu-notes.md),
+//     so it is a choice, not the default.
 //   - rows > invariant_max_rows() (prefill): cuBLAS (cublasGemmEx, bf16 in and out, fp32
 //     compute, tensor cores). cuBLAS may choose a different algorithm for each M, so these rows
 //     are not batch-invariant; AR and SD issue the identical prefill call for the same prompt,

@@ -174,10 +174,10 @@ void write_tile(float* out, const float* acc, int width, int m0, int rows, int p
 // L2 1751, 1698, 593; 8 KiB into L2 1596, 1499, 531; 8 KiB non-temporal 1923, 1882, 680. With
 // four panels to a block (four_panels_one_block), 2-16 KiB into L2 and 4 KiB into L1 were level
 // within the passes' spread (two passes, one row of q1.5b.qo, .gate, q0.5b.gate, .down).
-constexpr size_t kPrefetchAhead = 4 * 1024;
+constexpr size_t kAmxPrefetchAhead = 4 * 1024;
 
 inline void prefetch_tile(const uint16_t* tile) {
-  const char* line = reinterpret_cast<const char*>(tile) + kPrefetchAhead;
+  const char* line = reinterpret_cast<const char*>(tile) + kAmxPrefetchAhead;
   for (int i = 0; i < kAmxTileBytes; i += 64) _mm_prefetch(line + i, _MM_HINT_T2);
 }
 

@@ -17,6 +17,10 @@
 #   results/validate.txt                  predicted vs measured speedup over AR (Theorem 7,
 #                                         Corollaries 16 and 9, Eq. (1)); every SD/SSD run
 #                                         against the AR run of its own sweep
+#   results/traffic.txt                   the weight bytes each run read per token and the rate
+#                                         it read them at; SSD/SD split into the two (ssd-analyze
+#                                         traffic; runs written before ssd-bench counted forward
+#                                         passes, 2026-12-03, get one line saying so)
 #   results/figures/*.png, *.pdf          each sweep's figure (fig7_speedup, fig7_pareto,
 #                                         fig3_fanout, ...), plus timeline and roofline from
 #                                         the first sweep and the characterization
@@ -179,6 +183,7 @@ lead_named=0
 for name in "${sweeps[@]}"; do [ "$name" != "$lead" ] || lead_named=1; done
 : > "$out/summary.txt"
 : > "$out/validate.txt"
+: > "$out/traffic.txt"
 for i in "${!sweeps[@]}"; do
   name="${sweeps[$i]}"
   files=("$out/$name"/runs/*.h5)
@@ -190,6 +195,10 @@ for i in "${!sweeps[@]}"; do
     > "$tmp" || v=$?
   { cat "$tmp"; echo "### $name: validate exit status $v"; echo; } >> "$out/validate.txt"
   echo "   validate (exit $v): $(tail -n 1 "$tmp")"
+  # Exit 2 with its one line where the runs predate the pass counts: a note, not a failure.
+  { echo "### $name ($sweep_dir/$name.toml)"
+    analysis/ssd-analyze traffic "${files[@]}" --characterize "$out/characterize.h5" 2>&1 || true
+    echo; } >> "$out/traffic.txt"
   if [ "$v" -ge 2 ]; then
     echo "make-results.sh: validate $name: exit $v (an SD/SSD run without an AR baseline, or" \
       "an unreadable file); see $out/validate.txt" >&2
@@ -247,6 +256,6 @@ else  # the runs' machine and commit stay; the analysis is this commit's
     > "$out/machine.txt"
 fi
 echo "== $out/ written in $((SECONDS / 60))m$((SECONDS % 60))s:" \
-  "summary.txt, validate.txt, figures/, one folder of runs per sweep" \
+  "summary.txt, validate.txt, traffic.txt, figures/, one folder of runs per sweep" \
   "$([ "$status" -eq 0 ] || echo '(WITH ERRORS, see above)')"
 exit "$status"

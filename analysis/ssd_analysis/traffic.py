@@ -7,7 +7,7 @@ target_forward_passes and draft_forward_passes, counted by ssd-bench since 2026-
 the shipped runs, are left out). Per run: the passes per generated token, the GB per token and
 the rate the run read them at; with a characterize file, that rate as a fraction of what the
 cores it ran on read together (node_read_gbps where it used two or more cores, host_read_gbps
-for one).
+for one; not for runs on GPUs, whose HBM those host rates do not describe).
 
 Why: on one host SD and SSD share one memory system. SSD's draft passes once more per round
 than SD's at the same K (the cache build's glue step and K branch steps against SD's K steps),
@@ -25,7 +25,7 @@ import numpy as np
 from . import io as sio
 from .tables import OneLineErrors, emit_table
 
-COLUMNS = ["file", "mode", "K", "cores", "tok_s", "target_passes_per_tok",
+COLUMNS = ["file", "mode", "K", "cores", "gpus", "tok_s", "target_passes_per_tok",
            "draft_passes_per_tok", "GB_per_tok", "GBps", "of_read"]
 FORMATS = {"tok_s": ".1f", "target_passes_per_tok": ".3f", "draft_passes_per_tok": ".3f",
            "GB_per_tok": ".4g", "GBps": ".1f", "of_read": ".2f"}
@@ -50,6 +50,18 @@ def cores(run):
     return sum(int(a.get("threads", 1)) for a in run.ranks.values()) or max(run.threads, 1)
 
 
+def gpus(run):
+    """GPUs the ranks ran on: distinct (host, device) pairs among the ranks whose device is a CUDA
+    GPU (its name carries the index and PCI address), 0 for CPU runs."""
+    return len({(a.get("host"), a.get("device")) for a in run.ranks.values()
+                if "(cuda:" in str(a.get("device", ""))})
+
+
+def hardware(row):
+    """What a row's run ran on, for the SSD/SD lines: its GPUs where it had any, else its cores."""
+    return (row["gpus"], "GPU") if row["gpus"] else (row["cores"], "core")
+
+
 def traffic(run):
     """The run's decode traffic, summed over its repetitions; TrafficError where it was written
     before the passes were counted."""
@@ -65,6 +77,7 @@ def traffic(run):
     draft_passes = float(sum(reps.get("draft_forward_passes", [0])))
     total = target_passes * target_bytes + draft_passes * draft_bytes
     return {"file": run.name, "mode": run.mode, "K": run.lookahead, "cores": cores(run),
+            "gpus": gpus(run),
             "tok_s": tokens / seconds if seconds > 0 else math.nan,
             "target_passes_per_tok": target_passes / tokens if tokens else math.nan,
             "draft_passes_per_tok": draft_passes / tokens if tokens else math.nan,
@@ -102,9 +115,12 @@ def split_lines(rows):
             speed = ssd["tok_s"] / sd["tok_s"]
             fewer_bytes = sd["GB_per_tok"] / ssd["GB_per_tok"]
             rate = ssd["GBps"] / sd["GBps"]
-            hardware = "equal hardware" if ssd["cores"] == sd["cores"] else (
-                f"{ssd['cores']} cores against {sd['cores']}")
-            lines.append(f"{ssd['file']} / {sd['file']} ({hardware}): SSD/SD {speed:.3f} = bytes "
+            (n_ssd, unit), (n_sd, unit_sd) = hardware(ssd), hardware(sd)
+            hardware_text = (
+                "equal hardware" if (n_ssd, unit) == (n_sd, unit_sd) else
+                f"{n_ssd} {unit}{'s' * (n_ssd != 1)} against {n_sd}" if unit == unit_sd else
+                f"{n_ssd} {unit}{'s' * (n_ssd != 1)} against {n_sd} {unit_sd}{'s' * (n_sd != 1)}")
+            lines.append(f"{ssd['file']} / {sd['file']} ({hardware_text}): SSD/SD {speed:.3f} = bytes "
                          f"per token {fewer_bytes:.3f} (SD's {sd['GB_per_tok']:.3f} GB over "
                          f"SSD's {ssd['GB_per_tok']:.3f}) x read rate {rate:.3f} "
                          f"({ssd['GBps']:.1f} over {sd['GBps']:.1f} GB/s)")
@@ -136,7 +152,7 @@ def cmd_traffic(args, out=print):
         print(f"ssd-analyze traffic: {e}", file=sys.stderr)
         return 2
     for r in rows:
-        r["of_read"] = r["GBps"] / (node if r["cores"] > 1 else one)
+        r["of_read"] = math.nan if r["gpus"] else r["GBps"] / (node if r["cores"] > 1 else one)
         for c, spec in FORMATS.items():
             r[c + "_txt"] = format(r[c], spec) if math.isfinite(r[c]) else "-"
     header = {"weight traffic": "forward passes x each model's weight bytes, decode only"}

@@ -83,6 +83,35 @@ class Traffic(RunFiles, unittest.TestCase):
         self.assertIn("# node read: 3 passes 30.0-60.0 GB/s (median 40.0), the cores 40-190 ns "
                       "apart", out)
 
+    def on_gpus(self, run, devices):
+        # /ranks as ssd-bench writes them on GPUs: each rank's device names its index and PCI slot.
+        with h5py.File(run.path, "a") as f:
+            for rank, device in enumerate(devices):
+                g = f.create_group(f"ranks/{rank}")
+                g.attrs.update(host="node", threads=8, device=device)
+        return TR.sio.load_run(run.path)
+
+    def test_gpu_runs_compare_gpus_not_cores(self):
+        gpu0 = "NVIDIA H200 (cuda:0, PCI 0000:00:06.0, cc 9.0)"
+        gpu1 = "NVIDIA H200 (cuda:1, PCI 0000:00:07.0, cc 9.0)"
+        sd = self.on_gpus(self.run_file("sd", draft_passes=12), [gpu0])
+        shared = self.on_gpus(self.run_file("ssd", draft_passes=16), [gpu0, gpu0])
+        own = self.on_gpus(self.run_file("ssd", draft_passes=16), [gpu0, gpu1])
+        self.assertEqual([TR.traffic(r)["gpus"] for r in (sd, shared, own)], [1, 1, 2])
+        char = os.path.join(self.dir, "char.h5")
+        write_characterize(char, ZEN)
+        status, out, err = self.cli(sd.path, shared.path, own.path, "--characterize", char)
+        self.assertEqual(status, 0, err)
+        lines = out.splitlines()
+        # Both SSD runs have 16 CPU threads to SD's 8: the GPUs decide the comparison.
+        self.assertIn(f"{os.path.basename(shared.path)} / {os.path.basename(sd.path)} "
+                      "(equal hardware)", out)
+        self.assertIn(f"{os.path.basename(own.path)} / {os.path.basename(sd.path)} "
+                      "(2 GPUs against 1)", out)
+        # The host's read rates say nothing of a GPU's memory: no fraction for these runs.
+        row = [x for x in lines if x.strip().startswith(os.path.basename(sd.path))][0]
+        self.assertTrue(row.rstrip().endswith("-"), row)
+
     def test_file_without_passes_is_refused_in_one_line(self):
         old = self.run_file("sd", draft_passes=12, counted=False)
         status, out, err = self.cli(old.path)

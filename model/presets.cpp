@@ -46,33 +46,31 @@ ModelConfig llama3(int hidden, int intermediate, int layers, int heads, int head
   return c;
 }
 
-// Qwen3 as published (Qwen/Qwen3-32B etc.).
-ModelConfig qwen3(int hidden, int intermediate, int layers, int heads, bool tied) {
-  ModelConfig c = shape(ModelType::Qwen3, hidden, intermediate, layers, heads, 8, 128);
+// What Qwen2.5 and Qwen3 share: the tokenizer (vocabulary, BOS, EOS), RMSNorm eps and RoPE base.
+ModelConfig qwen_family(ModelConfig c, bool tied, int max_position_embeddings) {
   c.rms_norm_eps = 1e-6;
   c.rope_theta = 1000000.0;
   c.tie_word_embeddings = tied;
   c.vocab_size = 151936;
-  c.max_position_embeddings = 40960;
+  c.max_position_embeddings = max_position_embeddings;
   c.bos_token_id = 151643;
   c.eos_token_ids = {151645};
   c.torch_dtype = "bfloat16";
   return c;
 }
 
+// Qwen3 as published (Qwen/Qwen3-32B etc.).
+ModelConfig qwen3(int hidden, int intermediate, int layers, int heads, bool tied) {
+  return qwen_family(shape(ModelType::Qwen3, hidden, intermediate, layers, heads, 8, 128), tied,
+                     40960);
+}
+
 // Qwen2.5(-Coder) as the project's real pair runs them (scripts/get-model.sh): the PyPI GGUF
 // files carry an output matrix, so lm_head is untied; head_dim = hidden / heads, 2 KV heads.
 ModelConfig qwen2(int hidden, int intermediate, int layers, int heads) {
-  ModelConfig c = shape(ModelType::Qwen2, hidden, intermediate, layers, heads, 2, hidden / heads);
-  c.rms_norm_eps = 1e-6;
-  c.rope_theta = 1000000.0;
-  c.tie_word_embeddings = false;
-  c.vocab_size = 151936;
-  c.max_position_embeddings = 32768;
-  c.bos_token_id = 151643;
-  c.eos_token_ids = {151645};
-  c.torch_dtype = "bfloat16";
-  return c;
+  return qwen_family(
+      shape(ModelType::Qwen2, hidden, intermediate, layers, heads, 2, hidden / heads), false,
+      32768);
 }
 
 // Llama-architecture models sized for CPUs, with the Llama 2 vocabulary size and Llama 3 RoPE.

@@ -62,6 +62,17 @@ def hardware(row):
     return (row["gpus"], "GPU") if row["gpus"] else (row["cores"], "core")
 
 
+def hardware_text(ssd, sd):
+    """"equal hardware", "2 cores against 1" or "2 GPUs against 1 core"."""
+    (n_ssd, unit), (n_sd, unit_sd) = hardware(ssd), hardware(sd)
+    if (n_ssd, unit) == (n_sd, unit_sd):
+        return "equal hardware"
+    ssd_text = f"{n_ssd} {unit}{'s' * (n_ssd != 1)}"
+    if unit == unit_sd:
+        return f"{ssd_text} against {n_sd}"
+    return f"{ssd_text} against {n_sd} {unit_sd}{'s' * (n_sd != 1)}"
+
+
 def traffic(run):
     """The run's decode traffic, summed over its repetitions; TrafficError where it was written
     before the passes were counted."""
@@ -115,12 +126,8 @@ def split_lines(rows):
             speed = ssd["tok_s"] / sd["tok_s"]
             fewer_bytes = sd["GB_per_tok"] / ssd["GB_per_tok"]
             rate = ssd["GBps"] / sd["GBps"]
-            (n_ssd, unit), (n_sd, unit_sd) = hardware(ssd), hardware(sd)
-            hardware_text = (
-                "equal hardware" if (n_ssd, unit) == (n_sd, unit_sd) else
-                f"{n_ssd} {unit}{'s' * (n_ssd != 1)} against {n_sd}" if unit == unit_sd else
-                f"{n_ssd} {unit}{'s' * (n_ssd != 1)} against {n_sd} {unit_sd}{'s' * (n_sd != 1)}")
-            lines.append(f"{ssd['file']} / {sd['file']} ({hardware_text}): SSD/SD {speed:.3f} = bytes "
+            lines.append(f"{ssd['file']} / {sd['file']} ({hardware_text(ssd, sd)}): SSD/SD "
+                         f"{speed:.3f} = bytes "
                          f"per token {fewer_bytes:.3f} (SD's {sd['GB_per_tok']:.3f} GB over "
                          f"SSD's {ssd['GB_per_tok']:.3f}) x read rate {rate:.3f} "
                          f"({ssd['GBps']:.1f} over {sd['GBps']:.1f} GB/s)")

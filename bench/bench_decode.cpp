@@ -164,6 +164,8 @@ Loaded& load(const std::string& spec, const std::string& dtype, int threads, int
   }
   loaded.context = context;
   loaded.rows = rows;
+  // As a run keeps its steps batch-invariant (a CUDA step past 64 rows too; its prefill above).
+  loaded.backend->keep_batch_invariant_up_to(rows);
   loaded.cache = ssd::create_kv_cache(loaded.model, 1, context + rows);
   const int vocab = loaded.model.config.vocab_size;
   std::vector<int32_t> prompt(context);

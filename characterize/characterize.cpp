@@ -316,6 +316,10 @@ int run_characterize(const Cli& cli) {
       file.emplace(with_flag("--out", [&] { return ResultFile::create(c.out, c.overwrite); }));
   });
   launch.start_backend();
+  // The verification of b x (K + 1) rows on the kernels a run would give it (a run keeps its
+  // steps batch-invariant).
+  if (launch.is_target())
+    launch.backend().keep_batch_invariant_up_to(c.batch_size * (c.lookahead + 1));
   launch.load_models(c.forward);
 
   CharacterizeReport report;

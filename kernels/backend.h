@@ -122,6 +122,12 @@ class Backend {
   // the ops one by one. The default runs them one by one.
   virtual void run_recorded(const std::function<void()>& ops) { ops(); }
 
+  // GEMM calls of up to `rows` rows must give each row the bits it gets alone (the decoding
+  // loop's largest step: batch x (K + 1) verification rows), so greedy SD and SSD equal AR. The
+  // CPU's kernels are batch-invariant at every row count; CUDA's batch-invariant kernels serve
+  // calls of up to 64 rows by default and cuBLAS the rest (prefill), so it raises that bound.
+  virtual void keep_batch_invariant_up_to(int /*rows*/) {}
+
   // --- ops; all matrices row-major ---
   // out[r][:] = table[tokens[r]][:] (table from upload_weight_as, or upload_matrix if tied)
   virtual void embed(Buffer& out, const Buffer& table, const int32_t* tokens, int rows,

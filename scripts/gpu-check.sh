@@ -92,14 +92,13 @@ fi
 if [[ " $steps " == *" bench "* ]]; then
   step bench_decode 600 env SSD_BENCH_BACKEND=cuda SSD_BENCH_MODELS=llama-3.2-1b,llama-3.1-8b SSD_BENCH_CONTEXTS=16,512 \
     "$build/bench/bench_decode" --benchmark_min_time=1
-  # Both invariant GEMMs at the multi-row steps' row counts (80, batch 16 x (K + 1), is past
-  # invariant_max_rows() and runs cuBLAS under either flag).
-  step bench_decode_rows 600 env SSD_BENCH_BACKEND=cuda SSD_BENCH_GEMM=invariant \
-    SSD_BENCH_MODELS=llama-3.2-1b,llama-3.1-8b SSD_BENCH_CONTEXTS=512 SSD_BENCH_ROWS=1,2,4,5,8,16,32 \
-    "$build/bench/bench_decode" --benchmark_min_time=0.3
-  step bench_decode_tc 600 env SSD_BENCH_BACKEND=cuda SSD_BENCH_GEMM=invariant-tc \
-    SSD_BENCH_MODELS=llama-3.2-1b,llama-3.1-8b SSD_BENCH_CONTEXTS=512 SSD_BENCH_ROWS=1,2,4,5,8,16,32 \
-    "$build/bench/bench_decode" --benchmark_min_time=0.3
+  # Both invariant GEMMs at the multi-row steps' row counts (80 = batch 16 x (K + 1): past the
+  # default 64 rows, kept batch-invariant as a run keeps it), and cuBLAS beside them.
+  for gemm in invariant invariant-tc cublas; do
+    step "bench_decode_rows_$gemm" 600 env SSD_BENCH_BACKEND=cuda SSD_BENCH_GEMM=$gemm \
+      SSD_BENCH_MODELS=llama-3.2-1b,llama-3.1-8b SSD_BENCH_CONTEXTS=512 \
+      SSD_BENCH_ROWS=1,2,4,5,8,16,32,80 "$build/bench/bench_decode" --benchmark_min_time=0.3
+  done
   # HBM bandwidth, cuBLAS GEMM throughput at both models' shapes, forward-pass kinds and the
   # verification window, on the GPU (NCCL all-reduce figures need a TP group of >= 2 GPUs).
   step characterize 600 "$bench" characterize --backend cuda --target synthetic:llama-3.1-8b \

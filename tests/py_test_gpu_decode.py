@@ -49,11 +49,11 @@ class GpuGreedyLossless(unittest.TestCase):
     def setUpClass(cls):
         mpi_run.skip_if(gpu_unavailable_reason())
 
-    def run_to_file(self, name, np_, flags):
+    def run_to_file(self, name, np_, flags, common=COMMON):
         path = os.path.join(ARGS.work, name + ".h5")
         if os.path.exists(path):
             os.remove(path)
-        proc = launch(np_, [*COMMON, *flags, "--out", path])
+        proc = launch(np_, [*common, *flags, "--out", path])
         self.assertEqual(proc.returncode, 0, f"{name}: {proc.stdout[-3000:]}{proc.stderr}")
         return path
 
@@ -116,6 +116,20 @@ class GpuGreedyLossless(unittest.TestCase):
 
     def test_qwen3(self):
         self.check_model("synthetic:tiny-qwen3", "perturb:0.3")
+
+    def test_verification_past_64_rows(self):
+        """Batch 16 x (K 4 + 1) = 80 verification rows, past the 64 up to which the CUDA GEMM is
+        batch-invariant by default: the run raises that bound, so SD still equals AR."""
+        common = [("16" if prev == "--num-prompts" else v) for prev, v in zip([""] + COMMON, COMMON)]
+        for gemm in ("invariant", "invariant-tc"):
+            flags = ["--target", "synthetic:llama-124m", "--batch-size", "16", "--gemm", gemm]
+            ar = tokens_of(self.run_to_file(f"b16_ar_{gemm}", 1, flags, common))
+            sd = tokens_of(self.run_to_file(
+                f"b16_sd_{gemm}", 1, [*flags, "--draft", "perturb:0.05", "-k", "4", "--mode", "sd",
+                                      "--draft-placement", "collocated"], common))
+            self.assertEqual(ar.shape, (16, 24))
+            if not np.array_equal(sd, ar):
+                self.fail(f"--gemm {gemm}, SD batch 16: {first_difference(sd, ar)}")
 
 
 if __name__ == "__main__":

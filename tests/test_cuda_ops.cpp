@@ -223,6 +223,39 @@ TEST_F(CudaOps, AutoGemmSwitchesToCublasAboveTheThreshold) {
   check_matmul(*gpu, cpu, CudaGemm::Auto, 65, 256, 128);
 }
 
+// A run raises the bound to its largest step (batch x (K + 1)): an 80-row verification (batch
+// 16, K = 4) then stays on the batch-invariant kernel, each row equal to itself alone (cuBLAS's
+// bits at 80 rows differ from them).
+TEST_F(CudaOps, KeepBatchInvariantUpToRaisesTheThreshold) {
+  for (const CudaGemm automatic : {CudaGemm::Auto, CudaGemm::AutoTc}) {
+    CudaBackend b(0, 1, automatic);
+    b.keep_batch_invariant_up_to(80);
+    EXPECT_EQ(b.invariant_max_rows(), 80);
+    b.keep_batch_invariant_up_to(8);
+    EXPECT_EQ(b.invariant_max_rows(), 80) << "never lowered";
+    const int rows = 80, in = 4096, out = 256;
+    const std::vector<float> x = random_bf16(size_t(rows) * in, 53);
+    const std::vector<float> w = random_bf16(size_t(out) * in, 59);
+    Buffer wg = b.upload_weight(w.data(), w.size());
+    Buffer xg = put(b, x);
+    Buffer og = b.alloc(size_t(rows) * out);
+    b.matmul(og, xg, wg, rows, in, out);
+    const std::vector<float> full = get(b, og, size_t(rows) * out);
+    for (const int r : {0, 37, 79}) {
+      Buffer one =
+          put(b, std::vector<float>(x.begin() + size_t(r) * in, x.begin() + size_t(r + 1) * in));
+      b.matmul(og, one, wg, 1, in, out);
+      expect_bitwise_equal(
+          get(b, og, size_t(out)),
+          std::vector<float>(full.begin() + size_t(r) * out, full.begin() + size_t(r + 1) * out),
+          std::string(automatic == CudaGemm::AutoTc ? "invariant-tc" : "invariant") + ": row " +
+              std::to_string(r) + " of 80 against alone");
+      b.release(one);
+    }
+    for (Buffer* buf : {&wg, &xg, &og}) b.release(*buf);
+  }
+}
+
 // Row r of a many-row call equals row r computed alone and in every smaller call, bit for bit:
 // what makes greedy SD equal AR.
 TEST_F(CudaOps, InvariantMatmulIsBatchInvariant) {

@@ -96,6 +96,10 @@ void CudaBackend::set_invariant_max_rows(int rows) {
   invariant_max_rows_ = rows;
 }
 
+void CudaBackend::keep_batch_invariant_up_to(int rows) {
+  invariant_max_rows_ = std::max(invariant_max_rows_, rows);
+}
+
 // --- memory ---
 
 Buffer CudaBackend::alloc(size_t count) {

@@ -23,16 +23,17 @@
 //     K+1-row verification and a many-row branch batch: greedy SD == AR token for token.
 //     CudaGemm::AutoTc / InvariantTc (--gemm invariant-tc) run the same contract on the tensor
 //     cores instead (matmul_tc_kernel.cu; another fixed order, so its bits differ from the
-//     default's): on an H100 a 16-row step costs 1.4-1.9 one-row steps (2.8-3.2 with the
-//     default), but a one-row step of an 8B model is ~11% slower (H200: 6-10%, in its large
-//     GEMMs, which stream at 3.0-3.9 TB/s against the default's 3.5-4.4; docs/gpu-notes.md),
-//     so it is a choice, not the default.
+//     default's). Since its loads go through a cp.async ring (2026-12-04) it is the faster
+//     kernel at every row count on an H200: one-row steps 1-2% (8B) and 4-5% (1B) shorter,
+//     5, 16 and 32 rows 0.82, 0.45 and 0.34 of the default's time (docs/gpu-notes.md). It stays
+//     a choice because it is another multiply: the default (--compute f32) is fp32 FMAs, each
+//     add rounded as IEEE fp32; the tensor cores' fp32 sums are the MMA unit's own.
 //   - rows > invariant_max_rows() (prefill): cuBLAS (cublasGemmEx, bf16 in and out, fp32
 //     compute, tensor cores). cuBLAS may choose a different algorithm for each M, so these rows
 //     are not batch-invariant; AR and SD issue the identical prefill call for the same prompt,
 //     so their prefill results agree anyway. Calls with more than invariant_max_rows() rows that
-//     must be invariant (a verification of batch * (K+1) > 64 rows) need a larger threshold
-//     (set_invariant_max_rows) or CudaGemm::Invariant.
+//     must be invariant (a verification of batch * (K+1) > 64 rows) need a larger threshold:
+//     the run raises it to its largest step (keep_batch_invariant_up_to).
 //
 // Graphs (run_recorded, cuda_graphs.cu): a forward pass is hundreds of small launches, and a
 // decode step of a 1B model spent more time launching them than the GPU spent on them.
@@ -96,6 +97,8 @@ class CudaBackend final : public Backend {
   CudaGemm gemm() const { return gemm_; }
   int invariant_max_rows() const { return invariant_max_rows_; }
   void set_invariant_max_rows(int rows);
+  // Raises invariant_max_rows() to `rows` (never lowers it).
+  void keep_batch_invariant_up_to(int rows) override;
 
   // CUDA graphs for run_recorded (on unless SSD_CUDA_GRAPHS=0; see above).
   bool graphs() const { return graphs_; }

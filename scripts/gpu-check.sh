@@ -4,7 +4,7 @@
 # STEPS (default "tests sanitize bench") is any of:
 #   tests     the gpu-labelled GoogleTests (CUDA ops, sampling, models, graphs), test_forward's cuda instances and
 #             tests/py_test_gpu_decode.py (greedy SD/SSD == AR)
-#   sanitize  compute-sanitizer memcheck over the CUDA kernel and model tests
+#   sanitize  compute-sanitizer memcheck over the CUDA kernel and model tests, racecheck over the GEMM tests
 #   bench     bench_decode on the GPU (tok/s, weight bandwidth), characterize, and AR/SD/SSD
 #             runs of llama-3.2-1b / llama-3.1-8b shaped synthetic models and of the real
 #             pair's shapes (qwen2.5-coder-1.5b / -0.5b)
@@ -66,6 +66,11 @@ if [[ " $steps " == *" sanitize "* ]]; then
   # keep the (50x slower) instrumented run short.
   step memcheck_ops 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$build/tests/test_cuda_ops" --gtest_brief=1
+  # The tensor-core GEMM shares its cp.async ring, and then its partial sums, through shared
+  # memory: racecheck over the GEMM tests (~30 s on an H200).
+  step racecheck_gemm 600 compute-sanitizer --tool racecheck --error-exitcode 9 \
+    "$build/tests/test_cuda_ops" --gtest_brief=1 \
+    --gtest_filter='CudaOps.InvariantMatmul*:CudaOps.KeepBatch*'
   step memcheck_sampling 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$build/tests/test_cuda_sampling" --gtest_brief=1
   step memcheck_model 600 compute-sanitizer --tool memcheck --error-exitcode 9 \

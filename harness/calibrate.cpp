@@ -43,23 +43,24 @@ double time_forward(ModelGroup& g, const ForwardBatch& batch, std::vector<float>
   return now_seconds() - start;
 }
 
-// The target leader's part: the verification of b x (K + 1) rows for every K, in rounds over
-// all K, so that a slow spell of the host (its bandwidth moves within seconds) lands on every
-// K alike instead of on the few it happened to meet. Taken K by K, one Qwen-pair launch
-// measured 162 / 237 / 257 ms for K = 1-3 where others a minute apart measured 126-141 /
-// 170-178 / 170-178, and chose K = 1 from it.
+// The target leader's part: the verification of b x (K + 1) rows for every K, and AR's step of
+// b rows beside them (verify[0], what no K should fall below), in rounds over all of them, so that
+// a slow spell of the host (its bandwidth moves within seconds) lands on every K alike instead of
+// on the few it happened to meet. Taken K by K, one Qwen-pair launch measured 162 / 237 / 257 ms
+// for K = 1-3 where others a minute apart measured 126-141 / 170-178 / 170-178, and chose K = 1
+// from it.
 std::vector<double> time_verifications(ModelGroup& g, int batch, int context, int max_k) {
   prefill(g, batch, context, context + max_k + 2);
   const int vocab = g.config().vocab_size;
   std::vector<float> logits;
   std::vector<ForwardBatch> steps;
-  for (int K = 1; K <= max_k; ++K) steps.push_back(causal_step(batch, context, K + 1, vocab, true));
+  for (int K = 0; K <= max_k; ++K) steps.push_back(causal_step(batch, context, K + 1, vocab, true));
   std::vector<std::vector<double>> samples(steps.size());
   for (int i = 0; i < kVerifyRepeats; ++i)
     for (size_t k = 0; k < steps.size(); ++k)
       samples[k].push_back(time_forward(g, steps[k], logits));
   std::vector<double> verify(size_t(max_k) + 1, 0.0);
-  for (size_t k = 0; k < steps.size(); ++k) verify[k + 1] = median(samples[k]);
+  for (size_t k = 0; k < steps.size(); ++k) verify[k] = median(samples[k]);
   const std::vector<double> smooth =
       nondecreasing_costs(std::vector<double>(verify.begin() + 1, verify.end()));
   std::copy(smooth.begin(), smooth.end(), verify.begin() + 1);
@@ -184,6 +185,10 @@ std::string describe_costs(const LookaheadCosts& costs) {
     std::snprintf(item, sizeof item, "%s %zu: %.1f", K > 1 ? "," : "", K, costs.verify_s[K] * 1e3);
     text += item;
   }
+  if (!costs.verify_s.empty() && costs.verify_s[0] > 0) {
+    std::snprintf(item, sizeof item, " ms; AR's step of b rows %.1f", costs.verify_s[0] * 1e3);
+    text += item;
+  }
   std::snprintf(item, sizeof item,
                 " ms; draft step %.1f ms; branch step over n rows, n: ", costs.draft_step_s * 1e3);
   return text + item + costs.branch.describe() + " ms";
@@ -236,7 +241,8 @@ AutoLookahead choose_lookahead(const RunPlan& plan, Launch& launch, int context,
                 prior.acceptance, acceptance_given(plan) ? "" : " (prior)");
   char took[64];
   std::snprintf(took, sizeof took, " (context %d, measured in %.1f s)", context, seconds);
-  return {choice.lookahead, head + describe_choice(choice), describe_costs(costs) + took, costs};
+  return {choice.lookahead, head + describe_choice(choice), describe_costs(costs) + took, costs,
+          speculation_loses_to_ar(choice)};
 }
 
 namespace {
@@ -291,6 +297,7 @@ std::optional<RunSetup> refine_lookahead(const RunPlan& plan, const RunSetup& se
   RunSetup refined = setup;
   refined.decode.lookahead = choice.lookahead;
   refined.lookahead_choice = head + describe_choice(choice);
+  refined.lookahead_warning = speculation_loses_to_ar(choice);
   return refined;
 }
 

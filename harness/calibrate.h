@@ -32,6 +32,7 @@ struct AutoLookahead {
   int lookahead = 0;
   std::string choice, costs;
   LookaheadCosts measured;
+  std::string warning;  // speculation_loses_to_ar's line, or empty
 };
 
 // -k auto, whole: measures, chooses K with the plan's acceptance prior (--fanout-alpha, the

@@ -246,8 +246,8 @@ RunPlan make_run_plan(const RunConfig& flags) {
 }
 
 RunSetup given_setup(const RunPlan& plan, std::string backend, int num_prompts) {
-  return {std::move(backend),    num_prompts, plan.decode,
-          plan.lookahead_choice, "none",      LookaheadCosts{}};
+  return {std::move(backend), num_prompts, plan.decode, plan.lookahead_choice, "none",
+          LookaheadCosts{},   ""};
 }
 
 Settings run_settings(const RunPlan& plan, const RunSetup& setup) {

@@ -81,6 +81,7 @@ struct RunSetup {
   std::string lookahead_choice;  // how K came about
   std::string lookahead_costs = "none";  // -k auto: the step costs it was chosen from
   LookaheadCosts lookahead_measured;     // -k auto: the same costs, for refine_lookahead
+  std::string lookahead_warning;         // -k auto: AR predicted faster than every K (else empty)
 };
 
 // Checks the flags against each other and against the launched world; throws InputError naming

@@ -80,6 +80,7 @@ void Report::header(const RunInfo& info, const RunPlan& plan, const RunSetup& se
     out_ << "# Warning: " << warning << "\n";
   for (const std::string& warning : shared_cache_warnings(info.ranks, plan.mode == Mode::SSD))
     out_ << "# Warning: " << warning << "\n";
+  if (!setup.lookahead_warning.empty()) out_ << "# Warning: " << setup.lookahead_warning << "\n";
   out_ << "#\n";
   const std::vector<ResultCell> columns = make_result_row(plan, setup, target, RunSummary{});
   if (format_ == OutputFormat::Text) out_ << text_heading(columns) << "\n";

@@ -132,6 +132,7 @@ RunSetup settle_setup(const RunPlan& plan, Launch& launch, const Prompts& prompt
   setup.lookahead_choice = k.choice;
   setup.lookahead_costs = k.costs;
   setup.lookahead_measured = k.measured;
+  setup.lookahead_warning = k.warning;
   return setup;
 }
 

@@ -23,6 +23,10 @@ double expected_tokens(double a, int K) {
 }
 
 // The first K of the highest rate: a longer speculation must earn its extra rows.
+double ar_rate(const LookaheadCosts& costs) {
+  return costs.verify_s[0] > 0 ? costs.batch / costs.verify_s[0] : 0.0;
+}
+
 int best_of(const std::vector<double>& rate) {
   int best = 1;
   for (size_t K = 2; K < rate.size(); ++K)
@@ -42,6 +46,7 @@ LookaheadChoice choose_sd_lookahead(const LookaheadCosts& costs, const Lookahead
     choice.predicted_tok_s[K] = costs.batch * expected_tokens(a, int(K)) / std::max(round_s, 1e-12);
   }
   choice.lookahead = best_of(choice.predicted_tok_s);
+  choice.ar_tok_s = ar_rate(costs);
   return choice;
 }
 
@@ -72,6 +77,7 @@ LookaheadChoice choose_ssd_lookahead(const LookaheadCosts& costs, const Lookahea
     choice.fanout_total[K] = best.fanout_total;
   }
   choice.lookahead = best_of(choice.predicted_tok_s);
+  choice.ar_tok_s = ar_rate(costs);
   return choice;
 }
 
@@ -110,7 +116,27 @@ std::string describe_choice(const LookaheadChoice& choice) {
                     choice.predicted_tok_s[K], choice.fanout_total[K]);
     text += item;
   }
-  return text + " tok/s";
+  text += " tok/s";
+  if (choice.ar_tok_s > 0) {
+    std::snprintf(item, sizeof item, "; AR %.3g tok/s", choice.ar_tok_s);
+    text += item;
+  }
+  return text;
+}
+
+std::string speculation_loses_to_ar(const LookaheadChoice& choice) {
+  if (choice.ar_tok_s <= 0) return "";
+  double best = 0.0;
+  for (size_t K = 1; K < choice.predicted_tok_s.size(); ++K)
+    best = std::max(best, choice.predicted_tok_s[K]);
+  if (choice.ar_tok_s <= best) return "";
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "-k auto: AR's step predicts %.3g tok/s, above every K's (best K = %d, %.3g): "
+                "speculation does not pay with these models on this hardware (a draft step "
+                "costs too much of a target step); compare with --mode ar",
+                choice.ar_tok_s, choice.lookahead, best);
+  return line;
 }
 
 }  // namespace ssd

@@ -24,7 +24,8 @@ constexpr int kMaxAutoLookahead = 8;
 // Seconds per forward pass, measured for the run's batch size b.
 struct LookaheadCosts {
   int batch = 1;
-  // verify_s[K]: the target's forward of b x (K + 1) rows, all logits (index 0 is unused).
+  // verify_s[K]: the target's forward of b x (K + 1) rows, all logits; verify_s[0]: its step
+  // of b rows, an AR step timed like the verifications (0 where not measured).
   std::vector<double> verify_s;
   // The draft's step of one token per sequence (b rows): SD's drafting, SSD's just-in-time
   // fallback and glue step.
@@ -39,6 +40,9 @@ struct LookaheadChoice {
   std::vector<double> predicted_tok_s;
   // SSD: the total fan-out per sequence B behind each prediction (0: none)
   std::vector<int> fanout_total;
+  // AR's rate on the same measurements, b / verify_s[0] (0 where not measured): what
+  // speculation is for beating.
+  double ar_tok_s = 0.0;
 };
 
 struct LookaheadPrior {
@@ -75,8 +79,14 @@ constexpr int64_t kMinAcceptanceRounds = 16;
 // one noisy step cannot decide K.
 std::vector<double> nondecreasing_costs(const std::vector<double>& v);
 
-// "K 1: 9.8, 2: 11.2, ..." tok/s (and B for SSD, printed as "budget"), for the header and
-// /config.
+// "K 1: 9.8, 2: 11.2, ..." tok/s (and B for SSD, printed as "budget"), then AR's rate where
+// measured, for the header and /config.
 std::string describe_choice(const LookaheadChoice& choice);
+
+// One line when AR's rate beats every K's predicted rate: speculation does not pay with these
+// models on this hardware, whatever K. Empty otherwise, or where AR's step was not measured.
+// The calibration times the target beside the busy draft, which slows AR's step as much as the
+// verifications, so the line errs towards silence.
+std::string speculation_loses_to_ar(const LookaheadChoice& choice);
 
 }  // namespace ssd

@@ -2,6 +2,7 @@
 // known answers for SD, and for SSD the budget behind each K (Corollary 16 via ssd/budget.h).
 #include <gtest/gtest.h>
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -136,6 +137,36 @@ TEST(SsdLookahead, AFixedBudgetIsPredictedAtThatBudget) {
   EXPECT_EQ(c.fanout_total[2], 3);
   EXPECT_DOUBLE_EQ(c.predicted_tok_s[2],
                    predict_budgets(expected_inputs(2, 1.05, 3, prior))[3].tokens_per_s);
+}
+
+// AR's step (verify_s[0]) beside the predictions: a rate of b / step, a line when it beats
+// every K, and nothing where it was not measured.
+TEST(Lookahead, ComparesEveryKWithAr) {
+  LookaheadPrior prior;
+  prior.acceptance = 0.5;  // rates: K = 1 1.5 / 1.4, K = 2 1.75 / 1.9 (above)
+  LookaheadCosts costs = two_ks(1.0, 1.1, 0.4);
+  LookaheadChoice c = choose_sd_lookahead(costs, prior);
+  EXPECT_EQ(c.ar_tok_s, 0.0);
+  EXPECT_EQ(speculation_loses_to_ar(c), "");
+  EXPECT_EQ(describe_choice(c).find("AR"), std::string::npos);
+  // An AR step of 0.8 (1.25 tok/s) beats K = 1's 1.07: the line names the rates.
+  costs.verify_s[0] = 0.8;
+  c = choose_sd_lookahead(costs, prior);
+  EXPECT_DOUBLE_EQ(c.ar_tok_s, 1.25);
+  EXPECT_EQ(c.lookahead, 1) << "K is still the best speculative one";
+  const std::string line = speculation_loses_to_ar(c);
+  EXPECT_NE(line.find("AR's step predicts 1.25 tok/s"), std::string::npos) << line;
+  EXPECT_NE(line.find("best K = 1, 1.07"), std::string::npos) << line;
+  EXPECT_NE(describe_choice(c).find("; AR 1.25 tok/s"), std::string::npos) << describe_choice(c);
+  // A batch of 4 scales AR's rate as it scales the predictions; SSD compares the same way.
+  costs.batch = 4;
+  EXPECT_DOUBLE_EQ(choose_sd_lookahead(costs, prior).ar_tok_s, 5.0);
+  costs.branch = branch_line(2.0, 1.0);
+  prior.fallback = FallbackMode::Primary;
+  EXPECT_NE(speculation_loses_to_ar(choose_ssd_lookahead(costs, prior, 0, 32)), "");
+  // An AR step as long as a verification loses to K = 1 (1.5 tokens a round): silence.
+  costs.verify_s[0] = 1.0;
+  EXPECT_EQ(speculation_loses_to_ar(choose_sd_lookahead(costs, prior)), "");
 }
 
 TEST(Lookahead, RefusesCostsWithoutAVerification) {

@@ -40,7 +40,8 @@ struct BackendSetup {
 //                    per rank).
 //   threads  CPU threads (>= 1) for cpu; only reported by cuda.
 //   gemm     cpu:  "invariant" (batch-invariant, the default) | "openblas";
-//            cuda: "invariant" (batch-invariant kernel up to 64 rows, cuBLAS above: prefill) |
+//            cuda: "invariant" (batch-invariant kernel up to 64 rows or the run's largest step
+//                  (Backend::keep_batch_invariant_up_to), cuBLAS above: prefill) |
 //                  "invariant-tc" (the same with the tensor-core invariant kernel) |
 //                  "cublas" (cuBLAS for every call; not batch-invariant).
 //   compute  what the GEMMs multiply bf16 weights in (--compute; Backend::compute_for says

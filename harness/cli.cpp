@@ -32,8 +32,9 @@ const SetupHelp kRunHelp{
     .gemm =
         "CPU GEMM: invariant (batch-invariant, bit-exact across batch shapes) or "
         "openblas (faster prefill, not batch-invariant); CUDA: invariant (own kernel "
-        "up to 64 rows, cuBLAS above), invariant-tc (the same on tensor cores: "
-        "multi-row steps cost less, a one-row step can cost more) or cublas",
+        "for decode steps, cuBLAS for prefills past 64 rows), invariant-tc (the same on "
+        "tensor cores: faster at every row count on an H200, bf16 products summed by the "
+        "MMA unit) or cublas",
 };
 
 const SetupHelp kCharacterizeHelp{

@@ -22,11 +22,11 @@ double expected_tokens(double a, int K) {
   return sum;
 }
 
-// The first K of the highest rate: a longer speculation must earn its extra rows.
 double ar_rate(const LookaheadCosts& costs) {
   return costs.verify_s[0] > 0 ? costs.batch / costs.verify_s[0] : 0.0;
 }
 
+// The first K of the highest rate: a longer speculation must earn its extra rows.
 int best_of(const std::vector<double>& rate) {
   int best = 1;
   for (size_t K = 2; K < rate.size(); ++K)
@@ -125,11 +125,9 @@ std::string describe_choice(const LookaheadChoice& choice) {
 }
 
 std::string speculation_loses_to_ar(const LookaheadChoice& choice) {
-  if (choice.ar_tok_s <= 0) return "";
-  double best = 0.0;
-  for (size_t K = 1; K < choice.predicted_tok_s.size(); ++K)
-    best = std::max(best, choice.predicted_tok_s[K]);
-  if (choice.ar_tok_s <= best) return "";
+  // The chosen K is the one of the highest predicted rate (best_of).
+  const double best = choice.predicted_tok_s.at(size_t(choice.lookahead));
+  if (choice.ar_tok_s <= 0 || choice.ar_tok_s <= best) return "";
   char line[320];
   std::snprintf(line, sizeof line,
                 "-k auto: AR's step predicts %.3g tok/s, above every K's (best K = %d, %.3g): "

@@ -224,8 +224,8 @@ TEST_F(CudaOps, AutoGemmSwitchesToCublasAboveTheThreshold) {
 }
 
 // A run raises the bound to its largest step (batch x (K + 1)): an 80-row verification (batch
-// 16, K = 4) then stays on the batch-invariant kernel, each row equal to itself alone (cuBLAS's
-// bits at 80 rows differ from them).
+// 16, K = 4) then stays on the batch-invariant kernel, each row equal to itself alone (at the
+// default bound this call would go to cuBLAS, whose summation order is its own).
 TEST_F(CudaOps, KeepBatchInvariantUpToRaisesTheThreshold) {
   for (const CudaGemm automatic : {CudaGemm::Auto, CudaGemm::AutoTc}) {
     CudaBackend b(0, 1, automatic);

@@ -4,7 +4,7 @@
 // and the die's path to memory; SSD's two ranks stream their weights at once, so that path is
 // the bound. Measured on a 2-core Zen 5 KVM guest whose hypervisor moves the vCPUs between one
 // die and two (characterize's `# node placement`): both cores together read 38 GB/s while on
-// one die, 60 while on two (README, "the two-core state").
+// one die, 60 while on two (docs/pair-measurements.md, "What the two-core state is").
 #pragma once
 
 #include <string>

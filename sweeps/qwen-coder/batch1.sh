@@ -26,9 +26,16 @@ for m in "$target" "$draft"; do
   [ -f "$m/config.json" ] || { echo "batch1.sh: no checkpoint in $m (scripts/get-model.sh)" >&2
     exit 2; }
 done
+if ! [[ "$passes_t0" =~ ^[0-9]+$ && "$passes_t1" =~ ^[0-9]+$ ]] ||
+  ((passes_t0 + passes_t1 == 0)); then
+  echo "batch1.sh: PASSES_T0 and PASSES_T1: whole numbers, at least one pass in all" >&2
+  exit 2
+fi
 [ "$(nproc)" -ge 2 ] || { echo "batch1.sh: needs 2 cores, this machine has $(nproc)" >&2; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 bin=./build/release/ssd-bench
+[ -x "$bin" ] || { echo "batch1.sh: no $bin (bash scripts/build.sh build/release" \
+  "-DCMAKE_BUILD_TYPE=Release)" >&2; exit 2; }
 mkdir -p "$out/runs"
 common=(--target "$target" --prompts sweeps/qwen-coder/code2.jsonl --ignore-eos --batch-size 1
   --max-new-tokens "${MAX_NEW_TOKENS:-128}" --compute auto --reps 1 --overwrite)
@@ -74,5 +81,6 @@ analyze=analysis/ssd-analyze
     --characterize "$out/characterize-2threads.h5"
 } > "$out/predict.txt"
 grep -E "^# .*within" "$out/predict.txt"
-grep -E "equal hardware|cores against" "$out/traffic.txt" | head -n 4
+# The first SSD/SD splits (sed reads to the end: head could stop grep with SIGPIPE under pipefail).
+grep -E "equal hardware|cores against" "$out/traffic.txt" | sed -n 1,4p
 echo "== $out: runs/, characterize*.{h5,txt}, summary.txt, predict.txt, traffic.txt"

@@ -8,10 +8,10 @@
 //
 // The weights are the tile's A operand, as they lie in the checkpoint ([out][in]): a panel of 16
 // output rows stored k-vector by k-vector, 16 rows x 32 bf16 each, so that one tile load reads
-// 1 KiB front to back. x is the B operand, transposed into pairs (the tile unit's VNNI layout:
-// tile row r holds x[m][2r], x[m][2r + 1] for each of up to 16 rows m of x). A tile of fp32
-// accumulators holds out[m][j] for the panel's 16 columns j and 16 rows m, transposed on the way
-// out.
+// 1 KiB front to back (amx_layout.h; packed by pack_matrix_amx.cpp). x is the B operand, transposed
+// into pairs (the tile unit's VNNI layout: tile row r holds x[m][2r], x[m][2r + 1] for each of up
+// to 16 rows m of x). A tile of fp32 accumulators holds out[m][j] for the panel's 16 columns j and
+// 16 rows m, transposed on the way out.
 //
 // Batch invariance: out[m][j] is summed by TDPBF16PS over the k-vectors in order, from zero, one
 // instruction per k-vector, whatever other rows of x share the tile (an accumulator element reads
@@ -30,6 +30,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/cpu/amx_layout.h"
 #include "kernels/cpu/amx_tile_config.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/dtype.h"
@@ -44,59 +45,13 @@
 
 namespace ssd {
 
-namespace {
-
-constexpr int kAmxPanel = 16;  // output rows per panel: the A tile's rows
-constexpr int kAmxK = 32;      // k per tile: the A tile's 64 bytes of bf16 per row
-constexpr int kAmxTileBytes = kAmxPanel * kAmxK * int(sizeof(uint16_t));
-
-int amx_panels(int out_dim) {
-  return (out_dim + kAmxPanel - 1) / kAmxPanel;
-}
-int amx_k_vectors(int in) {
-  return (in + kAmxK - 1) / kAmxK;
-}
-
-}  // namespace
-
-size_t amx_packed_matrix_count(int out_dim, int in) {
-  return size_t(amx_panels(out_dim)) * kAmxPanel * size_t(amx_k_vectors(in)) * kAmxK;
-}
-
-// Row `row`'s element k lies in panel row / 16, k-vector k / 32, at row % 16, k % 32.
-static size_t amx_offset(int row, int k, int in) {
-  const size_t tile = size_t(row / kAmxPanel) * amx_k_vectors(in) + size_t(k / kAmxK);
-  return tile * (kAmxPanel * kAmxK) + size_t(row % kAmxPanel) * kAmxK + size_t(k % kAmxK);
-}
-
-void pack_matrix_bf16_amx_from_f32(uint16_t* dst, const float* w, int out_dim, int in,
-                                   int threads) {
-  const int count = amx_panels(out_dim), vectors = amx_k_vectors(in);
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-  for (int p = 0; p < count; ++p)
-    for (int j = 0; j < kAmxPanel; ++j) {
-      const int row = p * kAmxPanel + j;
-      for (int v = 0; v < vectors; ++v) {
-        uint16_t* out = dst + amx_offset(row, v * kAmxK, in);
-        for (int t = 0; t < kAmxK; ++t) {
-          const int k = v * kAmxK + t;
-          out[t] = row < out_dim && k < in ? float_to_bf16(w[size_t(row) * in + k]) : 0;
-        }
-      }
-    }
-}
-
-void pack_matrix_bf16_amx(uint16_t* dst, const uint16_t* w, int out_dim, int in) {
-  std::vector<float> wide(size_t(out_dim) * in);
-  for (size_t i = 0; i < wide.size(); ++i) wide[i] = bf16_to_float(w[i]);
-  pack_matrix_bf16_amx_from_f32(dst, wide.data(), out_dim, in, 1);
-}
-
-void packed_amx_matrix_row_bf16(float* dst, const uint16_t* w, int row, int in) {
-  for (int k = 0; k < in; ++k) dst[k] = bf16_to_float(w[amx_offset(row, k, in)]);
-}
-
 #if SSD_AMX_KERNEL
+
+using amx_layout::amx_k_vectors;
+using amx_layout::amx_panels;
+using amx_layout::kAmxK;
+using amx_layout::kAmxPanel;
+using amx_layout::kAmxTileBytes;
 
 namespace {
 

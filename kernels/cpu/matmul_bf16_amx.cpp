@@ -123,17 +123,24 @@ void write_tile(float* out, const float* acc, int width, int m0, int rows, int p
   }
 }
 
-// How far ahead of its tile loads a panel's stream is prefetched, into L2 (prefetcht2). bench_gemm,
-// 1 thread, one row of q1.5b.gate, q1.5b.down and q0.5b.gate, one pass each on a noisy host (us):
-// 4 KiB into L2 1408, 1477, 496; none 1665, 1577, 567; 4 KiB into L1 1567, 1559, 567; 2 KiB into
-// L2 1751, 1698, 593; 8 KiB into L2 1596, 1499, 531; 8 KiB non-temporal 1923, 1882, 680. With
-// four panels to a block (four_panels_one_block), 2-16 KiB into L2 and 4 KiB into L1 were level
-// within the passes' spread (two passes, one row of q1.5b.qo, .gate, q0.5b.gate, .down).
+// How far ahead of its tile loads a panel's stream is prefetched, and where to. One-block calls
+// (1-16 rows, four_panels_one_block: every weight tile read once) take it into L1 (prefetcht0),
+// four streams of 4 KiB in L1's 48; two_panels (more than 16 rows, which re-reads its weight
+// tiles from L2 for each pair of blocks of x) into L2 (prefetcht2), where t0 was level (0.97-1.05
+// at 20-80 rows). Timed in one process, variants interleaved (5 rounds, 1 thread, 2026-12-04; the
+// host's state moves ~30% between runs, which hid this from bench_gemm's separate passes): on
+// 4 KiB pages, t0 against t2 took 0.83-0.89 of the time at 1-16 rows of q1.5b.gate, .down,
+// q0.5b.gate, .down and 1b.gate (two threads 0.84-0.93; q1.5b.gate one row 2226-2263 -> 1825-1899
+// us), 1-2 KiB ahead level with 4, 8 KiB 1.05-1.1x slower, prefetcht1 as slow as t2; on the 2 MiB
+// pages the backend's weights lie on (cpu_backend.cpp) every distance and hint, none included,
+// was level within 3%, and llama-3.2-1b's decode steps (bench_decode, three interleaved passes)
+// took 0.95-0.97 of the time at 16 rows, 0.98-1.00 at 5, level at 1 and 80.
 constexpr size_t kAmxPrefetchAhead = 4 * 1024;
 
+template <int Hint>
 inline void prefetch_tile(const uint16_t* tile) {
   const char* line = reinterpret_cast<const char*>(tile) + kAmxPrefetchAhead;
-  for (int i = 0; i < kAmxTileBytes; i += 64) _mm_prefetch(line + i, _MM_HINT_T2);
+  for (int i = 0; i < kAmxTileBytes; i += 64) _mm_prefetch(line + i, _mm_hint(Hint));
 }
 
 // The k-vectors [v0, v1) of a pass: the accumulators start from zero at v0 = 0, else from
@@ -173,12 +180,12 @@ void two_panels(float* out, const PairedX& x, const uint16_t* w, int rows, int w
   }
   for (int v = k.v0; v < k.v1; ++v) {
     const size_t at = size_t(v) * kAmxPanel * kAmxK;
-    prefetch_tile(a0 + at);
+    prefetch_tile<_MM_HINT_T2>(a0 + at);
     _tile_loadd(4, a0 + at, 64);
     _tile_loadd(6, x.tile(b0, v), stride);
     _tile_dpbf16ps(0, 4, 6);
     if (pair) {
-      prefetch_tile(a1 + at);
+      prefetch_tile<_MM_HINT_T2>(a1 + at);
       _tile_loadd(5, a1 + at, 64);
       _tile_dpbf16ps(1, 5, 6);
     }
@@ -245,21 +252,21 @@ void four_panels_one_block(float* out, const PairedX& x, const uint16_t* w, int 
   for (int v = 0; v < vectors; ++v) {
     const size_t at = size_t(v) * kAmxPanel * kAmxK;
     _tile_loadd(6, x.tile(0, v), stride);
-    prefetch_tile(a + at);
+    prefetch_tile<_MM_HINT_T0>(a + at);
     _tile_stream_loadd(4, a + at, 64);
     _tile_dpbf16ps(0, 4, 6);
     if (n > 1) {
-      prefetch_tile(a + panel + at);
+      prefetch_tile<_MM_HINT_T0>(a + panel + at);
       _tile_stream_loadd(5, a + panel + at, 64);
       _tile_dpbf16ps(1, 5, 6);
     }
     if (n > 2) {
-      prefetch_tile(a + 2 * panel + at);
+      prefetch_tile<_MM_HINT_T0>(a + 2 * panel + at);
       _tile_stream_loadd(4, a + 2 * panel + at, 64);
       _tile_dpbf16ps(2, 4, 6);
     }
     if (n > 3) {
-      prefetch_tile(a + 3 * panel + at);
+      prefetch_tile<_MM_HINT_T0>(a + 3 * panel + at);
       _tile_stream_loadd(5, a + 3 * panel + at, 64);
       _tile_dpbf16ps(3, 5, 6);
     }

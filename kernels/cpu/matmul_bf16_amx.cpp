@@ -134,7 +134,7 @@ void write_tile(float* out, const float* acc, int width, int m0, int rows, int p
 // us), 1-2 KiB ahead level with 4, 8 KiB 1.05-1.1x slower, prefetcht1 as slow as t2; on the 2 MiB
 // pages the backend's weights lie on (cpu_backend.cpp) every distance and hint, none included,
 // was level within 3%, and llama-3.2-1b's decode steps (bench_decode, three interleaved passes)
-// took 0.95-0.97 of the time at 16 rows, 0.98-1.00 at 5, level at 1 and 80.
+// took 0.94-0.97 of the time at 16 rows, 0.98-1.00 at 5, level at 1 and 80.
 constexpr size_t kAmxPrefetchAhead = 4 * 1024;
 
 template <int Hint>

@@ -126,15 +126,15 @@ void write_tile(float* out, const float* acc, int width, int m0, int rows, int p
 // How far ahead of its tile loads a panel's stream is prefetched, and where to. One-block calls
 // (1-16 rows, four_panels_one_block: every weight tile read once) take it into L1 (prefetcht0),
 // four streams of 4 KiB in L1's 48; two_panels (more than 16 rows, which re-reads its weight
-// tiles from L2 for each pair of blocks of x) into L2 (prefetcht2), where t0 was level (0.97-1.05
-// at 20-80 rows). Timed in one process, variants interleaved (5 rounds, 1 thread, 2026-12-04; the
-// host's state moves ~30% between runs, which hid this from bench_gemm's separate passes): on
-// 4 KiB pages, t0 against t2 took 0.83-0.89 of the time at 1-16 rows of q1.5b.gate, .down,
-// q0.5b.gate, .down and 1b.gate (two threads 0.84-0.93; q1.5b.gate one row 2226-2263 -> 1825-1899
-// us), 1-2 KiB ahead level with 4, 8 KiB 1.05-1.1x slower, prefetcht1 as slow as t2; on the 2 MiB
-// pages the backend's weights lie on (cpu_backend.cpp) every distance and hint, none included,
-// was level within 3%, and llama-3.2-1b's decode steps (bench_decode, three interleaved passes)
-// took 0.94-0.97 of the time at 16 rows, 0.98-1.00 at 5, level at 1 and 80.
+// tiles from L2 for each pair of blocks of x) into L2 (prefetcht2). Timed in one process, the
+// variants' order rotated each round (6 rounds, 1 thread, 2026-12-04), on weights as the backend
+// allocates them (64-byte aligned, 2 MiB pages): t0 against t2 level at 1-5 rows (0.97-1.01 over
+// six shapes), 0.97-1.00 at 16, and level for two_panels at 20-80 rows (so it keeps t2);
+// llama-3.2-1b's decode steps (bench_decode, old and new build alternated three times) took
+// 0.94-0.97 of the time at 16 rows, 0.98-1.00 at 5, level at 1 and 80. On weights 16 bytes off
+// a cache line (a std::vector's, every tile row split over two lines) t0 takes 0.83-0.85 of t2's
+// time, on 4 KiB pages and 2 MiB alike (the split lines wait in L1, not L2); there 1-2 KiB ahead
+// ran level with 4, 8 KiB 1.05-1.1x slower (32 KiB of L1 in flight), prefetcht1 as slow as t2.
 constexpr size_t kAmxPrefetchAhead = 4 * 1024;
 
 template <int Hint>

@@ -129,7 +129,7 @@ void write_tile(float* out, const float* acc, int width, int m0, int rows, int p
 // tiles from L2 for each pair of blocks of x) into L2 (prefetcht2). Timed in one process, the
 // variants' order rotated each round (6 rounds, 1 thread, 2026-12-04), on weights as the backend
 // allocates them (64-byte aligned, 2 MiB pages): t0 against t2 level at 1-5 rows (0.97-1.01 over
-// six shapes), 0.97-1.00 at 16, and level for two_panels at 20-80 rows (so it keeps t2);
+// seven shapes), 0.97-1.00 at 16, and level for two_panels at 20-80 rows (so it keeps t2);
 // llama-3.2-1b's decode steps (bench_decode, old and new build alternated three times) took
 // 0.94-0.97 of the time at 16 rows, 0.98-1.00 at 5, level at 1 and 80. On weights 16 bytes off
 // a cache line (a std::vector's, every tile row split over two lines) t0 takes 0.83-0.85 of t2's

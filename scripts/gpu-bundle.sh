@@ -17,7 +17,7 @@ trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/$name/tests" "$stage/$name/bench" "$stage/root" "$root/.gpu"
 cp "$build/ssd-bench" "$stage/$name/"
 cp "$build/bench/bench_decode" "$stage/$name/bench/"
-for t in test_cuda_ops test_cuda_sampling test_cuda_model test_cuda_graphs test_forward; do
+for t in test_cuda_ops test_cuda_gemm test_cuda_sampling test_cuda_model test_cuda_graphs test_forward; do
   if [ -e "$build/tests/$t" ]; then cp "$build/tests/$t" "$stage/$name/tests/"; fi
 done
 if [ "${LIBS:-1}" = 1 ]; then

@@ -52,6 +52,7 @@ export -f memcheck_tries  # for `step`, whose timeout runs a program
 
 if [[ " $steps " == *" tests "* ]]; then
   step gtest_cuda_ops 600 "$build/tests/test_cuda_ops" --gtest_brief=1
+  step gtest_cuda_gemm 600 "$build/tests/test_cuda_gemm" --gtest_brief=1
   step gtest_cuda_sampling 600 "$build/tests/test_cuda_sampling" --gtest_brief=1
   step gtest_cuda_model 600 "$build/tests/test_cuda_model" --gtest_brief=1
   step gtest_cuda_graphs 600 "$build/tests/test_cuda_graphs" --gtest_brief=1
@@ -66,11 +67,13 @@ if [[ " $steps " == *" sanitize "* ]]; then
   # keep the (50x slower) instrumented run short.
   step memcheck_ops 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$build/tests/test_cuda_ops" --gtest_brief=1
+  step memcheck_gemm 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$build/tests/test_cuda_gemm" --gtest_brief=1
   # The tensor-core GEMM shares its cp.async ring, and then its partial sums, through shared
   # memory: racecheck over the GEMM tests (~30 s on an H200).
   step racecheck_gemm 600 compute-sanitizer --tool racecheck --error-exitcode 9 \
-    "$build/tests/test_cuda_ops" --gtest_brief=1 \
-    --gtest_filter='CudaOps.InvariantMatmul*:CudaOps.KeepBatch*'
+    "$build/tests/test_cuda_gemm" --gtest_brief=1 \
+    --gtest_filter='CudaMatmul.InvariantMatmul*:CudaMatmul.KeepBatch*'
   step memcheck_sampling 600 compute-sanitizer --tool memcheck --error-exitcode 9 \
     "$build/tests/test_cuda_sampling" --gtest_brief=1
   step memcheck_model 600 compute-sanitizer --tool memcheck --error-exitcode 9 \

@@ -1,5 +1,5 @@
-// Shared by the CUDA backend's tests (test_cuda_ops.cpp, test_cuda_sampling.cpp,
-// test_cuda_model.cpp): the skip-without-a-GPU fixture, bf16 rounding on the host, host<->device
+// Shared by the CUDA backend's tests (test_cuda_ops.cpp, test_cuda_gemm.cpp,
+// test_cuda_sampling.cpp, test_cuda_model.cpp): the skip-without-a-GPU fixture, bf16 rounding on the host, host<->device
 // helpers and the comparisons with their tolerances (explained at the top of test_cuda_ops.cpp).
 #pragma once
 

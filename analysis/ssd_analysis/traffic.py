@@ -14,7 +14,10 @@ than SD's at the same K (the cache build's glue step and K branch steps against 
 and then its cache must fit beside the verification, so it reads more bytes per token. Where
 both read at the node's rate, tok/s = GB/s / (GB/token) splits SSD/SD exactly into those two
 ratios: printed for every SSD run against each SD run of the same target, draft, prompts,
-batch, temperature and token limit.
+batch, temperature and token limit. At equal hardware the line also gives SSD's ceiling where
+both read at one rate: 1 - d/2 of SD, d the draft's weight bytes over the target's, for every K,
+acceptance and fan-out (docs/pair-measurements.md, "At equal hardware"); only a faster read rate
+takes SSD past it.
 """
 import argparse
 import math
@@ -94,6 +97,7 @@ def traffic(run):
             "draft_passes_per_tok": draft_passes / tokens if tokens else math.nan,
             "GB_per_tok": total / tokens / 1e9 if tokens else math.nan,
             "GBps": total / seconds / 1e9 if seconds > 0 else math.nan,
+            "draft_over_target": draft_bytes / target_bytes if target_bytes > 0 else math.nan,
             "key": run.sweep_key() + (run.draft,)}
 
 
@@ -118,19 +122,34 @@ def node_passes(char):
     return text
 
 
+def equal_rate_ceiling(d):
+    """The most SSD on 1 + 1 can reach of SD on the same two cores, batch 1, where a pass reads
+    its model's weights once and both modes read at one rate: 1 - d/2, d = draft bytes / target
+    bytes. Per round SD takes (1 + K d) / 2 target passes, SSD max(1, (K + 1) d) (the glue step
+    and K branch steps beside one verification), both for at most the same tokens at the same K,
+    so SSD/SD <= (1 + K d) / (2 max(1, (K + 1) d)), largest at (K + 1) d = 1."""
+    return 1.0 - d / 2.0
+
+
 def split_lines(rows):
-    """SSD/SD for every SSD row against each comparable SD row: the bytes and the rate parts."""
+    """SSD/SD for every SSD row against each comparable SD row: the bytes and the rate parts,
+    and at equal hardware the ceiling at one read rate."""
     lines = []
     for ssd in (r for r in rows if r["mode"] == "ssd"):
         for sd in (r for r in rows if r["mode"] == "sd" and r["key"] == ssd["key"]):
             speed = ssd["tok_s"] / sd["tok_s"]
             fewer_bytes = sd["GB_per_tok"] / ssd["GB_per_tok"]
             rate = ssd["GBps"] / sd["GBps"]
-            lines.append(f"{ssd['file']} / {sd['file']} ({hardware_text(ssd, sd)}): SSD/SD "
-                         f"{speed:.3f} = bytes "
-                         f"per token {fewer_bytes:.3f} (SD's {sd['GB_per_tok']:.3f} GB over "
-                         f"SSD's {ssd['GB_per_tok']:.3f}) x read rate {rate:.3f} "
-                         f"({ssd['GBps']:.1f} over {sd['GBps']:.1f} GB/s)")
+            where = hardware_text(ssd, sd)
+            line = (f"{ssd['file']} / {sd['file']} ({where}): SSD/SD {speed:.3f} = bytes "
+                    f"per token {fewer_bytes:.3f} (SD's {sd['GB_per_tok']:.3f} GB over "
+                    f"SSD's {ssd['GB_per_tok']:.3f}) x read rate {rate:.3f} "
+                    f"({ssd['GBps']:.1f} over {sd['GBps']:.1f} GB/s)")
+            d = ssd["draft_over_target"]
+            if where == "equal hardware" and math.isfinite(d) and d > 0:
+                line += (f"; at one read rate at most {equal_rate_ceiling(d):.3f} "
+                         f"(1 - d/2, d = draft/target bytes {d:.3f})")
+            lines.append(line)
     return lines
 
 

@@ -65,6 +65,24 @@ class Traffic(RunFiles, unittest.TestCase):
         # Same tokens and time: speed 1.000; SSD read (12 + 16) GB against SD's (12 + 12).
         self.assertIn("SSD/SD 1.000 = bytes per token 0.857", line)
         self.assertIn("x read rate 1.167", line)
+        # Equal hardware (one core each): the ceiling at one read rate, d = 1 GB / 3 GB.
+        self.assertIn("(equal hardware)", line)
+        self.assertIn("at one read rate at most 0.833 (1 - d/2, d = draft/target bytes 0.333)",
+                      line)
+
+    def test_equal_rate_ceiling_bounds_every_round(self):
+        # The docstring's bound, checked against the round model it comes from: SSD's tokens
+        # per target pass at its best K over SD's at SD's best K never exceed 1 - d/2.
+        def tokens(a, K):
+            return (1 - a ** (K + 1)) / (1 - a)
+        for d in (0.5, 1 / 3, 0.2, 0.1, 0.05):
+            for a in (0.6, 0.8, 0.9, 0.99):
+                sd = max(2 * tokens(a, K) / (1 + K * d) for K in range(1, 300))
+                ssd = max(tokens(a, K) / max(1.0, (K + 1) * d) for K in range(1, 300))
+                self.assertLessEqual(ssd / sd, TR.equal_rate_ceiling(d) + 1e-12, (d, a))
+        # The bound is met at SD's own K where (K + 1) d = 1: d = 0.1, K = 9, every token
+        # accepted (K + 1 a round): SSD 10 tokens a pass, SD 2 x 10 / 1.9.
+        self.assertAlmostEqual(10 / (2 * 10 / 1.9), TR.equal_rate_ceiling(0.1))
 
     def test_read_rate_against_the_characterize_file(self):
         sd = self.run_file("sd", draft_passes=12)   # one core: against host_read_gbps

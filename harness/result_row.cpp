@@ -1,5 +1,6 @@
 #include "harness/result_row.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iomanip>
 #include <nlohmann/json.hpp>
@@ -94,6 +95,13 @@ std::string text_value(const Cell& c) {
   return buf;
 }
 
+// A name column is 14 wide, or wider by a space where the name is longer (the real pair's
+// "qwen2.5-coder-1.5b" is 18), so that it never runs into the next column. The heading is built
+// from the same plan, so it widens with the row.
+int name_width(const std::string& name) {
+  return std::max(14, int(name.size()) + 1);
+}
+
 // The first two text columns are left-aligned names; the rest right-aligned figures.
 bool left_aligned(const Cell& c) {
   return c.key == "mode" || c.key == "model" || c.key == "draft";
@@ -121,8 +129,9 @@ std::vector<ResultCell> make_result_row(const RunPlan& plan, const RunSetup& set
   const bool has_draft = !plan.launch.draft.empty();
   std::vector<Cell> row = {
       text("mode", "mode", 5, mode_name(plan.mode)),
-      text("model", "target", 14, model_name(target.spec)),
-      has_draft ? text("draft", "draft", 14, model_name(plan.launch.draft))
+      text("model", "target", name_width(model_name(target.spec)), model_name(target.spec)),
+      has_draft ? text("draft", "draft", name_width(model_name(plan.launch.draft)),
+                       model_name(plan.launch.draft))
                 : Cell{"draft", "draft", 14, Cell::None{}, "%s", "", ""},
       // K as the run set it (RunSetup): the row, CSV, JSON and /summary show the same one.
       sp.present ? integer("lookahead", "K", 3, setup.decode.lookahead, "lookahead")

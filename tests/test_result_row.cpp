@@ -154,5 +154,25 @@ TEST(ResultRow, CsvAndJsonColumnsAreThePrintedOnes) {
     EXPECT_EQ(json.find(only_summary), std::string::npos) << only_summary;
 }
 
+// Names longer than the 14-wide columns (the real pair's) widen their column, heading and row
+// alike: a space before the draft's name and every later column under its title.
+TEST(ResultRow, LongModelNamesKeepTheColumnsAligned) {
+  RunPlan plan;
+  plan.mode = Mode::SD;
+  plan.decode.lookahead = 2;
+  plan.launch.draft = "models/qwen2.5-coder-0.5b/";
+  ModelSummary target;
+  target.spec = "safetensors:/data/models/qwen2.5-coder-1.5b";
+  const std::vector<ResultCell> row =
+      make_result_row(plan, given_setup(plan, "cpu", 1), target, summarize(records(true), true));
+  const std::string heading = text_heading(row), line = text_line(row);
+  EXPECT_NE(line.find("qwen2.5-coder-1.5b qwen2.5-coder-0.5b"), std::string::npos) << line;
+  EXPECT_EQ(heading.find("draft"), line.find("qwen2.5-coder-0.5b")) << heading << "\n" << line;
+  // Right-aligned figures end under their titles: K (2) and batch (1).
+  EXPECT_EQ(heading.find(" K ") + 2, line.find(" 2 ") + 2) << heading << "\n" << line;
+  const size_t batch_end = heading.find("batch") + 5;
+  EXPECT_EQ(line.substr(batch_end - 6, 6), "     1") << heading << "\n" << line;
+}
+
 }  // namespace
 }  // namespace ssd

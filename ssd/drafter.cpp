@@ -80,7 +80,7 @@ Drafter::Drafter(ModelGroup& draft, double temperature, uint64_t seed, int list_
       list_limit_(list_limit) {}
 
 void Drafter::start(const StartMessage& m) {
-  // The committed tokens, a draft, and the draft's last token fed after a synthetic full accept.
+  // The committed tokens, a draft, and after a full accept its last token beside the bonus.
   start(m, int(sequence_kv_capacity(longest_sequence(m), m.lookahead)));
 }
 
@@ -112,10 +112,18 @@ int32_t Drafter::commit(const SequenceOutcome& o) {
   if (o.accepted < 0 || o.accepted > int(row.draft.size()))
     throw std::runtime_error("Drafter: outcome accepts more tokens than were drafted");
   int32_t bonus = o.bonus;
-  if (bonus < 0)  // synthetic outcome: the bonus is our rank-th candidate at position k
-    bonus = resolve_synthetic_bonus(seed_, row.id, row.resolve_draws, row.lists[o.accepted],
-                                    o.accepted < lookahead_ ? row.draft[o.accepted] : -1,
-                                    o.bonus_rank, vocab_);
+  if (bonus < 0) {  // synthetic outcome: the bonus is our rank-th candidate at position k
+    // After a full accept SD holds no list after s_K: drafting never fed s_K, and feeding it
+    // alone would cost SD a draft pass a round that real SD never makes (it feeds s_K beside
+    // the bonus in its next first step). SD's speed does not depend on which token the bonus
+    // is, its acceptance being drawn, so it names it from the list s_K came from, s_K
+    // excluded. SSD's glue step computed the list after s_K, on which its cache is judged.
+    const bool after_last = o.accepted == lookahead_ && row.lists[o.accepted].empty();
+    const int at = after_last ? lookahead_ - 1 : o.accepted;
+    bonus = resolve_synthetic_bonus(seed_, row.id, row.resolve_draws, row.lists[at],
+                                    at < int(row.draft.size()) ? row.draft[at] : -1, o.bonus_rank,
+                                    vocab_);
+  }
   // Drafting wrote K/V for draft tokens 1..K-1 (all K when the last was fed too) after the
   // committed ones; the accepted ones among them stay valid, the rest are rolled back. (No
   // draft yet: nothing changes.)
@@ -127,26 +135,6 @@ int32_t Drafter::commit(const SequenceOutcome& o) {
   if (int(row.tokens.size()) != o.length)
     throw std::runtime_error("Drafter: sequence length disagrees with the target's");
   return bonus;
-}
-
-void Drafter::resolve_last_position(const OutcomeMessage& outcome) {
-  // A synthetic bonus after a full accept is a candidate of the distribution after s_K,
-  // which drafting never computed: one forward of s_K for those sequences.
-  ForwardBatch batch;
-  std::vector<int> rows;
-  for (const SequenceOutcome& o : outcome.sequences) {
-    Sequence& row = rows_.at(o.row);
-    if (o.bonus >= 0 || o.accepted != lookahead_ || row.draft.empty()) continue;
-    const int position = int(row.tokens.size()) + lookahead_ - 1;
-    batch.add_causal(o.row, position, {row.draft.back()}, ForwardBatch::Logits::All);
-    rows.push_back(o.row);
-  }
-  if (rows.empty()) return;
-  draft_.forward(batch, logits_);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    rows_[rows[i]].lists[lookahead_] = top_tokens(logits_.data() + i * vocab_, vocab_, lists_, -1);
-    rows_[rows[i]].draft_cached = lookahead_;
-  }
 }
 
 std::vector<std::vector<int32_t>> Drafter::draft(const std::vector<int>& rows,
@@ -197,7 +185,6 @@ int32_t Drafter::pick(Sequence& s, const float* logits, std::vector<float>& prob
 }
 
 SpeculationMessage Drafter::propose(const OutcomeMessage& outcome) {
-  if (synthetic_) resolve_last_position(outcome);
   SpeculationMessage spec;
   spec.round = outcome.round;
   spec.vocab = vocab_;

@@ -31,11 +31,11 @@ class Drafter {
     int cached = 0;               // leading tokens whose K/V are in the draft's cache
     std::vector<int32_t> draft;   // the speculation being verified
     // Draft tokens whose K/V follow the committed ones': K-1 after drafting, K once the last
-    // was fed too (SD: a synthetic full accept; SSD: the glue step), 0 for a backup's.
+    // was fed too (SSD's glue step), 0 for a backup's.
     int draft_cached = 0;
     // Top candidates of the draft's distribution after k = 0..K draft tokens: what synthetic
     // bonus ranks name, and SSD's bonus-token guesses (empty: not computed, which SSD's glue
-    // step then does).
+    // step then does; SD never computes the one after s_K).
     std::vector<std::vector<int32_t>> lists;
     uint64_t draws = 0;          // the draft sampling stream's counter
     uint64_t resolve_draws = 0;  // the resolving stream's (synthetic bonus ranks)
@@ -72,7 +72,6 @@ class Drafter {
   int64_t forward_passes() const { return draft_.forward_passes(); }
 
  private:
-  void resolve_last_position(const OutcomeMessage& outcome);
   int32_t pick(Sequence& s, const float* logits, std::vector<float>& probs);
 
   ModelGroup& draft_;

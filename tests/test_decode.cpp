@@ -240,5 +240,26 @@ TEST_F(Decode, SyntheticBonusesAreNamedBeforeTheRepetitionEnds) {
   }
 }
 
+// A synthetic bonus after a full accept is named without a draft pass: SD drafts K steps a
+// round, as with real outcomes (it once fed s_K alone first, one pass more than real SD).
+TEST_F(Decode, SyntheticSdDraftsKStepsARound) {
+  settings_.outcomes.synthetic = true;
+  settings_.outcomes.alpha = 1.0;  // every round accepts all K
+  ModelGroup group(draft_, MPI_COMM_NULL);
+  Drafter drafter(group, 0.0, settings_.limits.seed);
+  LocalDraft endpoint(drafter);
+  RunRecords records;
+  const TokenLists generated = run(&endpoint, &records);
+  const RepTotals& t = records.reps.at(0);
+  int64_t full = 0;
+  for (const RoundRecord& r : records.rounds) full += r.accepted == r.drafted ? 1 : 0;
+  EXPECT_GT(full, 0);
+  const int64_t groups = (int64_t(prompts_.size()) + settings_.batch_size - 1) /
+                         settings_.batch_size;  // one prefill pass each
+  EXPECT_EQ(group.forward_passes(), groups + t.decode_steps * settings_.lookahead);
+  for (const auto& tokens : generated)
+    for (int32_t token : tokens) EXPECT_GE(token, 0);
+}
+
 }  // namespace
 }  // namespace ssd

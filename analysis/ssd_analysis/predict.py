@@ -206,17 +206,14 @@ def predict_sd(lay, b, K, alpha, temperature=0.0, synthetic=False):
     """Collocated SD draws K draft steps then verifies, each model's pass after the other's
     (lay.taking_turns); a separate draft adds two messages, and each model keeps its rank.
     synthetic: a run whose outcomes are drawn (--outcomes synthetic:) also lists each drafted
-    token's top 64 candidates, and after a full accept drafts one more step for the list
-    after s_K (ssd/drafter.cpp resolve_last_position)."""
+    token's top 64 candidates, from which the draft names the bonus (after a full accept from
+    the list s_K came from: no extra step, ssd/drafter.cpp Drafter::commit)."""
     ar = predict_ar(lay, b, temperature).round_s
     target, draft_step = lay.taking_turns() if lay.sd_collocated else (lay.target, lay.draft)
     verify = verify_time(lay, b, K, temperature, target)
     draft = K * (draft_step(b, b) + b * lay.pick(temperature))
     if synthetic:
-        full = min(max(alpha, 0.0), 1.0) ** K   # P(a row accepts all K)
-        rows = max(1, round(b * full))
-        draft += K * b * lay.candidates() + (1.0 - (1.0 - full) ** b) * (
-            draft_step(rows, rows) + rows * lay.candidates())
+        draft += K * b * lay.candidates()
     if not lay.sd_collocated:
         draft += lay.messages(b, K, temperature)
     speedup = M.sd_speedup(tokens_per_round(alpha, K), draft / verify, verify=verify / ar)

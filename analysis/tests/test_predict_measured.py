@@ -345,12 +345,12 @@ class FiniteRuns(unittest.TestCase):
         mixed = P.accepted_draws(rng, np.tile([0.0, 1.0], 1000), 4, 2000)
         self.assertTrue(np.all(mixed[0::2] == 0) and np.all(mixed[1::2] == 4))
 
-    def test_synthetic_sd_drafts_the_resolve_step(self):
+    def test_synthetic_sd_lists_candidates_and_drafts_no_more_steps(self):
         lay = gpu_layout()
         plain = P.predict_sd(lay, 1, 4, 0.8)
         synthetic = P.predict_sd(lay, 1, 4, 0.8, synthetic=True)
-        # 0.8^4 of the rounds draft one more step
-        self.assertAlmostEqual(synthetic.round_s - plain.round_s, 0.8 ** 4 * lay.draft(1, 1))
+        # each drafted token's candidate list, and no draft step after a full accept
+        self.assertAlmostEqual(synthetic.round_s - plain.round_s, 4 * lay.candidates())
 
 
 if __name__ == "__main__":

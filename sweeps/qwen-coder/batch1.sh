@@ -21,26 +21,14 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 [ $# -ge 1 ] || { echo "batch1.sh: usage: batch1.sh OUT_DIR [PASSES_T0 [PASSES_T1]]" >&2; exit 2; }
 out="$1" passes_t0="${2:-2}" passes_t1="${3:-2}"
-target="${TARGET:-models/qwen2.5-coder-1.5b}" draft="${DRAFT:-models/qwen2.5-coder-0.5b}"
-for m in "$target" "$draft"; do
-  [ -f "$m/config.json" ] || { echo "batch1.sh: no checkpoint in $m (scripts/get-model.sh)" >&2
-    exit 2; }
-done
 if ! [[ "$passes_t0" =~ ^[0-9]+$ && "$passes_t1" =~ ^[0-9]+$ ]] ||
   ((passes_t0 + passes_t1 == 0)); then
   echo "batch1.sh: PASSES_T0 and PASSES_T1: whole numbers, at least one pass in all" >&2
   exit 2
 fi
-[ "$(nproc)" -ge 2 ] || { echo "batch1.sh: needs 2 cores, this machine has $(nproc)" >&2; exit 2; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-bin=./build/release/ssd-bench
-[ -x "$bin" ] || { echo "batch1.sh: no $bin (bash scripts/build.sh build/release" \
-  "-DCMAKE_BUILD_TYPE=Release)" >&2; exit 2; }
+source sweeps/qwen-coder/pair-runs.sh
+pair_runs_setup batch1.sh
 mkdir -p "$out/runs"
-common=(--target "$target" --prompts sweeps/qwen-coder/code2.jsonl --ignore-eos --batch-size 1
-  --max-new-tokens "${MAX_NEW_TOKENS:-128}" --compute auto --reps 1 --overwrite)
-# on CORES RANKS ARGS...: RANKS ranks of CORES cores each, every rank bound to its own.
-on() { mpirun --map-by "slot:PE=$1" --bind-to core -np "$2" "$bin" "${@:3}"; }
 # The last lines of a run's console: its throughput and the weights it read.
 report() { grep -E "^# (Avg decode throughput|Weight traffic)" | sed "s|^|   $1: |"; }
 

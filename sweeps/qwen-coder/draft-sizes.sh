@@ -17,29 +17,16 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 [ $# -ge 1 ] || { echo "draft-sizes.sh: usage: draft-sizes.sh OUT_DIR [PASSES]" >&2; exit 2; }
 out="$1" passes="${2:-2}"
-target="${TARGET:-models/qwen2.5-coder-1.5b}" draft="${DRAFT:-models/qwen2.5-coder-0.5b}"
-for m in "$target" "$draft"; do
-  [ -f "$m/config.json" ] || { echo "draft-sizes.sh: no checkpoint in $m (scripts/get-model.sh)" >&2
-    exit 2; }
-done
 [[ "$passes" =~ ^[1-9][0-9]*$ ]] || { echo "draft-sizes.sh: PASSES: a whole number >= 1" >&2
   exit 2; }
-[ "$(nproc)" -ge 2 ] || { echo "draft-sizes.sh: needs 2 cores, this machine has $(nproc)" >&2
-  exit 2; }
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-bin=./build/release/ssd-bench
-[ -x "$bin" ] || { echo "draft-sizes.sh: no $bin (bash scripts/build.sh build/release" \
-  "-DCMAKE_BUILD_TYPE=Release)" >&2; exit 2; }
+source sweeps/qwen-coder/pair-runs.sh
+pair_runs_setup draft-sizes.sh
 mkdir -p "$out/runs"
-common=(--target "$target" --prompts sweeps/qwen-coder/code2.jsonl --ignore-eos --batch-size 1
-  --max-new-tokens "${MAX_NEW_TOKENS:-128}" --compute auto --reps 1 --overwrite)
 drawn=(--outcomes synthetic:alpha=0.9,r=3)
 sizes=sweeps/qwen-coder/draft-sizes
 # name, draft spec, SD's two K (the round model's best SD K at alpha 0.9 and one beside it).
 drafts=("d0.32 $draft 4 5" "d0.20 synthetic:$sizes/d0.20-896x12.json 6 8"
   "d0.10 synthetic:$sizes/d0.10-896x1.json 8 10" "d0.05 synthetic:$sizes/d0.05-448x2.json 10 13")
-# on CORES RANKS ARGS...: RANKS ranks of CORES cores each, every rank bound to its own.
-on() { mpirun --map-by "slot:PE=$1" --bind-to core -np "$2" "$bin" "${@:3}"; }
 report() { grep -E "^# Avg decode throughput" | sed "s|^|   $1: |"; }
 
 for ((p = 1; p <= passes; ++p)); do

@@ -1,6 +1,7 @@
 // Shared by the CUDA backend's tests (test_cuda_ops.cpp, test_cuda_gemm.cpp,
-// test_cuda_sampling.cpp, test_cuda_model.cpp): the skip-without-a-GPU fixture, bf16 rounding on the host, host<->device
-// helpers and the comparisons with their tolerances (explained at the top of test_cuda_ops.cpp).
+// test_cuda_sampling.cpp, test_cuda_model.cpp): the skip-without-a-GPU fixture and the op tests'
+// GPU-beside-CPU one, bf16 rounding on the host, host<->device helpers and the comparisons with
+// their tolerances (explained at the top of test_cuda_ops.cpp).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,11 +10,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_device.h"
 #include "model/model.h"
 #include "tests/bitwise_compare.h"
@@ -41,6 +45,19 @@ class GpuTest : public ::testing::Test {
     const std::string why = no_gpu_reason();
     if (!why.empty()) GTEST_SKIP() << "no GPU visible: " << why;
   }
+};
+
+// The op tests' fixture: a CUDA backend on GPU 0 beside a one-thread CPU backend, the
+// reference each op is compared with.
+class GpuAgainstCpu : public GpuTest {
+ protected:
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
+    gpu = std::make_unique<CudaBackend>(0);
+  }
+  CpuBackend cpu{1};
+  std::unique_ptr<CudaBackend> gpu;
 };
 
 // --- host helpers ---

@@ -22,16 +22,7 @@ namespace {
 
 using namespace cuda_test;
 
-class CudaMatmul : public GpuTest {
- protected:
-  void SetUp() override {
-    GpuTest::SetUp();
-    if (IsSkipped()) return;
-    gpu = std::make_unique<CudaBackend>(0);
-  }
-  CpuBackend cpu{1};
-  std::unique_ptr<CudaBackend> gpu;
-};
+class CudaMatmul : public GpuAgainstCpu {};
 
 // out = x w^T on both backends; the CPU result is the exact fp32 reference for bf16 inputs.
 void check_matmul(CudaBackend& gpu, CpuBackend& cpu, CudaGemm kernel, int rows, int in,

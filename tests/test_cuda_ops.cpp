@@ -37,16 +37,7 @@ using namespace cuda_test;
 
 // --- element and memory ops against the CPU backend ---
 
-class CudaOps : public GpuTest {
- protected:
-  void SetUp() override {
-    GpuTest::SetUp();
-    if (IsSkipped()) return;
-    gpu = std::make_unique<CudaBackend>(0);
-  }
-  CpuBackend cpu{1};
-  std::unique_ptr<CudaBackend> gpu;
-};
+class CudaOps : public GpuAgainstCpu {};
 
 TEST_F(CudaOps, TransfersRoundToBf16AndKeepOffsets) {
   const std::vector<float> values = {1.0f,    1.00390625f,   1.005859375f, -3.14159f,

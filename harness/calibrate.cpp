@@ -231,10 +231,23 @@ LookaheadChoice choose(const RunPlan& plan, const LookaheadCosts& costs,
 
 AutoLookahead choose_lookahead(const RunPlan& plan, Launch& launch, int context, int max_k) {
   const double start = now_seconds();
-  const LookaheadCosts costs = measure_lookahead_costs(plan, launch, context, max_k);
-  const double seconds = now_seconds() - start;
   const LookaheadPrior prior = plan_prior(plan);
-  const LookaheadChoice choice = choose(plan, costs, prior);
+  // Each range is timed whole, every K in the same rounds (time_verifications), rather than
+  // only the K it adds: a slow spell of the host then lands on every K alike. Every rank
+  // takes the same choice from the same broadcast costs, so all extend together.
+  int range = std::min(max_k, kFirstAutoLookahead);
+  LookaheadCosts costs = measure_lookahead_costs(plan, launch, context, range);
+  LookaheadChoice choice = choose(plan, costs, prior);
+  while (int next = next_auto_lookahead_range(choice.lookahead, range, max_k)) {
+    range = next;
+    // Verifications of up to b(range + 1) rows, timed and then run on batch-invariant kernels.
+    if (launch.is_target())
+      launch.backend().keep_batch_invariant_up_to(std::max(1, plan.decode.batch_size) *
+                                                  (range + 1));
+    costs = measure_lookahead_costs(plan, launch, context, range);
+    choice = choose(plan, costs, prior);
+  }
+  const double seconds = now_seconds() - start;
   char head[160];
   std::snprintf(head, sizeof head,
                 "auto: K = %d of the predicted rates at acceptance %.2f%s: ", choice.lookahead,

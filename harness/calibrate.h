@@ -1,8 +1,9 @@
 // -k auto's calibration: the forward passes whose costs decide K (ssd/lookahead.h), timed on
 // this launch's ranks with the loaded models, after loading and before decoding.
 //
-// The target's verification of b x (K + 1) rows for K = 1..kMaxAutoLookahead (fewer where the
-// model's positions run out), and the draft's
+// The target's verification of b x (K + 1) rows for K = 1..kFirstAutoLookahead, twice that range
+// while the best K is the range's last, up to kMaxAutoLookahead (fewer where the model's
+// positions run out), and the draft's
 // step of one token per sequence and its branch steps over b, 2b, 4b, 8b and 16b rows. Where the
 // draft has ranks of its own (SSD's layout), both sides measure at the same time, because in
 // the run they also overlap: the cache build beside the verification, two streams of weights
@@ -36,7 +37,9 @@ struct AutoLookahead {
 };
 
 // -k auto, whole: measures, chooses K with the plan's acceptance prior (--fanout-alpha, the
-// synthetic outcomes' alpha, else 0.8). Every rank returns the same choice.
+// synthetic outcomes' alpha, else 0.8), over wider ranges while the best K is the range's last
+// (next_auto_lookahead_range; max_k: the launch's largest K). Every rank returns the same
+// choice.
 AutoLookahead choose_lookahead(const RunPlan& plan, Launch& launch, int context, int max_k);
 
 // -k auto from the run's own first rounds: K chosen again at the acceptance the warm-up's

@@ -81,6 +81,12 @@ LookaheadChoice choose_ssd_lookahead(const LookaheadCosts& costs, const Lookahea
   return choice;
 }
 
+int next_auto_lookahead_range(int chosen, int range, int limit) {
+  limit = std::min(limit, kMaxAutoLookahead);
+  if (chosen < range || range >= limit) return 0;
+  return std::min(2 * range, limit);
+}
+
 double measured_acceptance(const RepTotals& totals, double fallback) {
   const int64_t trials = totals.draft_accepted + totals.draft_rejections;
   if (totals.draft_rounds < kMinAcceptanceRounds || trials <= 0) return fallback;

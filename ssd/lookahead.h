@@ -18,8 +18,19 @@
 
 namespace ssd {
 
-// The largest K that -k auto weighs: beyond it a^K adds little at any acceptance seen so far.
-constexpr int kMaxAutoLookahead = 8;
+// -k auto times K = 1..kFirstAutoLookahead first. A best K at the end of that range says that a
+// longer one may be better still (a draft of a twentieth of its target: the paper's Llama pair
+// is predicted best at K = 13, a draft of 0.05 of the Qwen target at 13 for SD and 19 for
+// SSD), so the range doubles and is timed again, up to kMaxAutoLookahead
+// (next_auto_lookahead_range). Where drafts cost a third of the target, as on the CPU pair,
+// the first range ends it: its best K is 2-5.
+constexpr int kFirstAutoLookahead = 8;
+constexpr int kMaxAutoLookahead = 32;
+
+// The range the calibration times next: twice `range` (at most `limit`, the largest K the
+// launch may take), where the best K chosen over 1..range is `range` itself; 0 where the
+// choice stands (inside the range, or no room for more).
+int next_auto_lookahead_range(int chosen, int range, int limit);
 
 // Seconds per forward pass, measured for the run's batch size b.
 struct LookaheadCosts {

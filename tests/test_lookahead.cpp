@@ -169,6 +169,30 @@ TEST(Lookahead, ComparesEveryKWithAr) {
   EXPECT_EQ(speculation_loses_to_ar(choose_sd_lookahead(costs, prior)), "");
 }
 
+// A best K at the end of the timed range widens it (doubling, up to the launch's limit and
+// kMaxAutoLookahead); a best K inside it, or no room, ends the calibration.
+TEST(Lookahead, TheRangeWidensWhileTheBestKIsItsLast) {
+  EXPECT_EQ(next_auto_lookahead_range(8, 8, 100), 16);
+  EXPECT_EQ(next_auto_lookahead_range(16, 16, 100), kMaxAutoLookahead);
+  EXPECT_EQ(next_auto_lookahead_range(32, 32, 100), 0);
+  EXPECT_EQ(next_auto_lookahead_range(8, 8, 11), 11) << "the model's positions bound it";
+  EXPECT_EQ(next_auto_lookahead_range(7, 8, 100), 0);
+  EXPECT_EQ(next_auto_lookahead_range(3, 3, 3), 0);
+  // A draft step of 0.05 verifications at a = 0.9: SD's best K over 1..8 is 8, and over 1..16
+  // it is 13 (L(13) / 1.65 = 4.67 tokens a verification against L(8) / 1.4 = 4.38).
+  LookaheadPrior prior;
+  prior.acceptance = 0.9;
+  LookaheadCosts costs;
+  costs.draft_step_s = 0.05;
+  costs.verify_s.assign(9, 1.0);
+  EXPECT_EQ(choose_sd_lookahead(costs, prior).lookahead, 8);
+  costs.verify_s.assign(17, 1.0);
+  const LookaheadChoice wide = choose_sd_lookahead(costs, prior);
+  EXPECT_EQ(wide.lookahead, 13);
+  EXPECT_NEAR(wide.predicted_tok_s[13], 4.674, 1e-3);
+  EXPECT_EQ(next_auto_lookahead_range(wide.lookahead, 16, 100), 0);
+}
+
 TEST(Lookahead, RefusesCostsWithoutAVerification) {
   LookaheadCosts costs;
   costs.verify_s = {0.0};

@@ -28,9 +28,9 @@ from . import measured as MS
 from . import predict as P
 
 PAPER_K = 5
-K_CAP = 8           # ssd/lookahead.h kMaxAutoLookahead
+K_CAP = 32          # ssd/lookahead.h kMaxAutoLookahead
 B_CAP = 128         # ssd/budget.h kMaxAutoBudget
-K_UNCAPPED = 16     # how far past K_CAP a binding cap is followed
+K_UNCAPPED = 64     # how far past K_CAP a binding cap is followed
 ALPHA_HALF_WIDTH = 0.1
 # (alpha, r) measured on the pair: results/qwen2.5-coder/numbers.txt (T = 0: SD alpha 0.862,
 # primary r 2.22 over 106 lookups; T = 1: SD alpha 0.798, primary r 1.05 over 115; r by

@@ -73,9 +73,20 @@ class Cli(unittest.TestCase):
                 self.assertGreaterEqual(hi, row[col] - 0.5, row)
 
     def test_a_binding_cap_is_said_with_the_uncapped_optimum(self):
+        # -k auto's range reaches 32: the paper's Llama pair finds its optimum inside it.
         p = analyze("-b", "1")
-        self.assertIn(" 8* ", p.stdout)
-        self.assertIn("K = 8 is -k auto's cap", p.stdout)
+        self.assertNotIn("is -k auto's cap", p.stdout)
+        best = json.loads(analyze("-b", "1", "--format", "json").stdout)["rows"][0]
+        self.assertEqual(int(best["K"]), 13)
+        # A best K on the range's end is said, with the optimum past it.
+        row = {"b": 1, "D": 1, "K_txt": str(PI.K_CAP)}
+        capped = P.Prediction("ssd", 100.0, K=PI.K_CAP, fanout_total=16)
+        wider = P.Prediction("ssd", 110.0, K=PI.K_CAP + 7, fanout_total=16)
+        notes = PI.cap_notes(row, capped, False, range(1, PI.K_CAP + 1), 128, lambda: wider,
+                             lambda: capped)
+        self.assertEqual(row["K_txt"], f"{PI.K_CAP}*")
+        self.assertIn(f"K = {PI.K_CAP} is -k auto's cap (ssd/lookahead.h); the model's optimum "
+                      f"is K = {PI.K_CAP + 7} at 110.0 tok/s (run -k {PI.K_CAP + 7})", notes[0])
         small = analyze("-b", "1", "--max-budget", "4", "-k", "4", "--format", "json")
         notes = json.loads(small.stdout)["inputs"]["notes"]
         self.assertTrue(any("B = 4 is the budget cap" in n for n in notes), notes)

@@ -68,4 +68,9 @@ int next_auto_budget(int best, int largest_timed, int K) {
   return std::min(best, std::max(2 * largest_timed, largest_timed + K + 1));
 }
 
+int probe_zero_budget(int chosen, int zero_rounds, int K) {
+  if (chosen > 0 || zero_rounds < 1 || zero_rounds % kZeroBudgetProbe != 0) return chosen;
+  return K + 1;
+}
+
 }  // namespace ssd

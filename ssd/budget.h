@@ -65,4 +65,15 @@ BudgetPrediction best_budget(const BudgetInputs& in);
 // 615-821 ms where 11's took ~200, in 2 of Figure 7's 3 repetitions at b = 1).
 int next_auto_budget(int best, int largest_timed, int K);
 
+// --budget auto at 0 (the SD-like round) measures nothing: no branch step runs, so the
+// step-cost curve (ssd/step_cost.h) neither refreshes nor forgets, and whatever priced every
+// cache above the SD-like round keeps deciding for the rest of the run. One launch of a draft
+// of 0.1 of its target stayed at 0 for every round (p_hit 0, 11.3 tok/s) where launches beside
+// it built caches of 13-23 outcomes at p_hit 0.91-0.98 (15-17 tok/s). So every
+// kZeroBudgetProbe-th round in a row that chose 0 builds K + 1 branches instead (one guess per
+// position, as a run's first round), timed beside a verification that a separate draft rank
+// would otherwise idle through. `zero_rounds`: rounds in a row that chose 0, this one included.
+constexpr int kZeroBudgetProbe = 8;
+int probe_zero_budget(int chosen, int zero_rounds, int K);
+
 }  // namespace ssd

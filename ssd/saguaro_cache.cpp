@@ -41,7 +41,9 @@ void SaguaroDrafter::choose_auto_budget(int rows, int batch) {
   in.primary_fallback_allowed = s_.fallback != FallbackMode::Backup;
   in.backup_fallback_allowed = s_.fallback != FallbackMode::Primary;
   const BudgetPrediction best = best_budget(in);
-  auto_fanout_total_ = next_auto_budget(best.fanout_total, step_cost_.largest_rows() / in.rows, K);
+  const int chosen = next_auto_budget(best.fanout_total, step_cost_.largest_rows() / in.rows, K);
+  zero_budget_rounds_ = chosen > 0 ? 0 : zero_budget_rounds_ + 1;
+  auto_fanout_total_ = probe_zero_budget(chosen, zero_budget_rounds_, K);
 }
 
 void SaguaroDrafter::glue(const std::vector<int>& rows) {

@@ -48,6 +48,7 @@ void SaguaroDrafter::start(const StartMessage& m) {
   if (K != learned_lookahead_) {
     learned_lookahead_ = K;
     auto_fanout_total_ = K + 1;  // one guess per position until there is a prediction
+    zero_budget_rounds_ = 0;
     meter_ = SpeculationMeter{};
     primary_stats_ = FanoutEstimator{};
     backup_stats_ = FanoutEstimator{};

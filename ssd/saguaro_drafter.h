@@ -167,6 +167,7 @@ class SaguaroDrafter {
   FallbackPolicy policy_;
   double glue_s_ = 0.0;
   int auto_fanout_total_ = -1;  // --budget auto's choice; < 0 until the first start
+  int zero_budget_rounds_ = 0;  // rounds in a row that --budget auto chose 0 (probe_zero_budget)
   int learned_lookahead_ = -1;  // the K that meter_, the estimators and the budget learned at
   // The last cache build, reported with the next speculation.
   double last_build_s_ = 0.0;

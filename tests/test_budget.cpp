@@ -230,6 +230,16 @@ TEST(NextAutoBudget, GrowsFromWhatWasTimedAndShrinksAtOnce) {
   EXPECT_EQ(c.largest_rows(), 22);
 }
 
+// Budget 0 runs no branch step, so nothing it decided from is measured again: every
+// kZeroBudgetProbe-th round in a row at 0 builds K + 1 branches.
+TEST(ProbeZeroBudget, EveryEighthRoundAtZeroMeasuresAgain) {
+  EXPECT_EQ(probe_zero_budget(5, 0, 3), 5) << "a budget above 0 stands";
+  for (int n = 1; n < kZeroBudgetProbe; ++n) EXPECT_EQ(probe_zero_budget(0, n, 3), 0) << n;
+  EXPECT_EQ(probe_zero_budget(0, kZeroBudgetProbe, 3), 4);
+  EXPECT_EQ(probe_zero_budget(0, kZeroBudgetProbe + 1, 3), 0);
+  EXPECT_EQ(probe_zero_budget(0, 2 * kZeroBudgetProbe, 8), 9);
+}
+
 // The Qwen pair's case: steps as flat from 1 to 8 rows as its runs measured beside the target.
 // A budget of 8 hides the same traffic as 1 and hits far more often; the line that a run's 1-2
 // row steps fit put the cost on the slope and chose a budget of 1-2.

@@ -235,11 +235,10 @@ AutoLookahead choose_lookahead(const RunPlan& plan, Launch& launch, int context,
   // Each range is timed whole, every K in the same rounds (time_verifications), rather than
   // only the K it adds: a slow spell of the host then lands on every K alike. Every rank
   // takes the same choice from the same broadcast costs, so all extend together.
-  int range = std::min(max_k, kFirstAutoLookahead);
-  LookaheadCosts costs = measure_lookahead_costs(plan, launch, context, range);
-  LookaheadChoice choice = choose(plan, costs, prior);
-  while (int next = next_auto_lookahead_range(choice.lookahead, range, max_k)) {
-    range = next;
+  LookaheadCosts costs;
+  LookaheadChoice choice;
+  for (int range = std::min(max_k, kFirstAutoLookahead); range > 0;
+       range = next_auto_lookahead_range(choice.lookahead, range, max_k)) {
     // Verifications of up to b(range + 1) rows, timed and then run on batch-invariant kernels.
     if (launch.is_target())
       launch.backend().keep_batch_invariant_up_to(std::max(1, plan.decode.batch_size) *

@@ -122,9 +122,8 @@ RunSetup settle_setup(const RunPlan& plan, Launch& launch, const Prompts& prompt
   // The target's steps, -k auto's timed ones too, on kernels that keep SD's and SSD's tokens
   // equal to AR's; -k auto raises the bound with each range of K it times (choose_lookahead).
   const int64_t sequences = std::min<int64_t>(plan.decode.batch_size, int64_t(prompts.size()));
-  if (launch.is_target())
-    launch.backend().keep_batch_invariant_up_to(
-        int(sequences * ((plan.lookahead_auto ? kFirstAutoLookahead : plan.decode.lookahead) + 1)));
+  if (launch.is_target() && !plan.lookahead_auto)
+    launch.backend().keep_batch_invariant_up_to(int(plan.step_rows(sequences)));
   if (!plan.lookahead_auto) return setup;
   const AutoLookahead k =
       choose_lookahead(plan, launch, calibration_context(plan, prompts),

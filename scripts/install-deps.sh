@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config git
+  build-essential cmake ninja-build pkg-config git
   openmpi-bin libopenmpi-dev
   libhdf5-dev hdf5-tools
   libcli11-dev nlohmann-json3-dev

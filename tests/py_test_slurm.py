@@ -247,17 +247,30 @@ class Sweeps(SlurmCase):
         self.assertEqual(len(two_rank), 2, rows)
         self.assertTrue(all(r[5] != "none" for r in rows), rows)
 
+    def decode_rate(self):
+        """This host's llama-124m AR tok/s on one core, now (beside whatever else runs)."""
+        proc = subprocess.run([ARGS.ssd_bench, "--target", "synthetic:llama-124m",
+                               "--max-new-tokens", "128", "--prompt-len", "8", "--reps", "1",
+                               "--warmup", "0", "--threads", "1", "--ignore-eos"],
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return float(re.search(r"^# Avg decode throughput: ([\d.]+) tok/s", proc.stdout,
+                               re.M).group(1))
+
     def test_time_limit_kill_and_resume(self):
         out = os.path.join(self.work, "long")
         path = os.path.join(self.work, "long.toml")
-        # One AR run of 10000 tokens on one core (llama-124m: 50 s at 200 tok/s, the fastest
-        # host yet; 3000 tokens took 23 s there and ended before the TERM): Slurm's TERM, due
-        # 60 s before a 1-minute limit, arrives within its ~30 s check interval, inside the run.
-        # Resumed without the limit it must finish within wait_index's 400 s: 140 s at 70 tok/s.
+        # One AR run on one core: Slurm's TERM, due 60 s before a 1-minute limit, arrives
+        # within its ~30 s check interval, so the run must last well past 30 s. Its length is
+        # set from this host's rate measured just before, to ~80 s (2.5x for the load to
+        # change), at most 10 x 1000 tokens (50 s at 200 tok/s, the fastest host yet). A
+        # fixed 10000 tokens took ~167 s alone at 60 tok/s on a slow host, and the resume
+        # runs it all again.
+        tokens = min(1000, max(200, int(self.decode_rate() * 80 / 10)))
         with open(path, "w") as f:
             f.write('name = "long"\n[defaults]\nmode = "ar"\ntarget = "synthetic:llama-124m"\n'
-                    "max-new-tokens = 1000\nprompt-len = 8\nreps = 10\nwarmup = 0\nthreads = 1\n"
-                    "ignore-eos = true\n")
+                    f"max-new-tokens = {tokens}\nprompt-len = 8\nreps = 10\nwarmup = 0\n"
+                    "threads = 1\nignore-eos = true\n")
         _, jobs = self.submit(path, out, "--time=1",
                               "--sbatch-arg=--export=ALL,SSD_MAX_REQUEUES=0")
         slurm_jobs.wait(jobs, timeout=240)

@@ -5,6 +5,9 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 # Each stage's heading gives the time since the start: CI allows 25 minutes in all on 2 cores.
+# A fresh clone took 22m2s on the 2-core Intel guest (2026-12-05), where the tree before took
+# 27m23s (and CI's own host 1615 s): Ninja for the builds (scripts/build.sh), py_test_slurm's
+# time-limit run sized to the host, py_test_ssd started first under the sanitizers.
 stage() { echo "== $* (at $((SECONDS / 60))m$((SECONDS % 60))s)"; }
 bash scripts/install-deps.sh
 jobs="$(nproc 2>/dev/null || echo 2)"
@@ -24,7 +27,7 @@ bash scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release
 wait "$models" || { cat "$models_log"; echo "test.sh: scripts/get-model.sh failed" >&2; exit 1; }
 rm -f "$models_log"
 stage "Release tests"
-# The Slurm tests (label slurm, ~280 s) mostly wait on the scheduler, one of them for a job to
+# The Slurm tests (label slurm, ~330 s beside the others) mostly wait on the scheduler, one of them for a job to
 # reach its 1-minute time limit: they run beside the others rather than holding one of the -j
 # slots for that long. Their report follows the others'.
 slurm_log="$root/build/release/slurm-tests.log"

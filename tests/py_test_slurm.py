@@ -263,10 +263,10 @@ class Sweeps(SlurmCase):
         # One AR run on one core: Slurm's TERM, due 60 s before a 1-minute limit, arrives
         # within its ~30 s check interval, so the run must last well past 30 s. Its length is
         # set from this host's rate measured just before, to ~80 s (2.5x for the load to
-        # change), at most 10 x 1000 tokens (50 s at 200 tok/s, the fastest host yet). A
-        # fixed 10000 tokens took ~167 s alone at 60 tok/s on a slow host, and the resume
-        # runs it all again.
-        tokens = min(1000, max(200, int(self.decode_rate() * 80 / 10)))
+        # change; 10 repetitions of up to 3000 tokens, within llama-124m's 4096 positions).
+        # A fixed 10 x 1000 tokens (50 s at 200 tok/s, the fastest host until then) took
+        # ~167 s alone at 50-60 tok/s on a slow host, and the resume runs it all again.
+        tokens = min(3000, max(200, int(self.decode_rate() * 80 / 10)))
         with open(path, "w") as f:
             f.write('name = "long"\n[defaults]\nmode = "ar"\ntarget = "synthetic:llama-124m"\n'
                     f"max-new-tokens = {tokens}\nprompt-len = 8\nreps = 10\nwarmup = 0\n"

@@ -27,9 +27,9 @@ bash scripts/build.sh build/release -DCMAKE_BUILD_TYPE=Release
 wait "$models" || { cat "$models_log"; echo "test.sh: scripts/get-model.sh failed" >&2; exit 1; }
 rm -f "$models_log"
 stage "Release tests"
-# The Slurm tests (label slurm, ~330 s beside the others) mostly wait on the scheduler, one of them for a job to
-# reach its 1-minute time limit: they run beside the others rather than holding one of the -j
-# slots for that long. Their report follows the others'.
+# The Slurm tests (label slurm, ~330 s beside the others) mostly wait on the scheduler, one of
+# them for a job to reach its 1-minute time limit: they run beside the others rather than
+# holding one of the -j slots for that long. Their report follows the others'.
 slurm_log="$root/build/release/slurm-tests.log"
 ctest --test-dir build/release --output-on-failure -L slurm > "$slurm_log" 2>&1 &
 slurm_tests=$!

@@ -43,7 +43,8 @@ REQUESTS = ["Write a Python function that checks whether a number is prime.",
 # lay in the first prompts' first steps. The 0.5b takes 16 steps
 # of all 4 (its reference's 128 steps took 33 s alone, mostly one float64 step after another):
 # the test took 298-316 s beside the others in CI's last runs; alone, 155 s at 4 x 32 and 2 x 16,
-# 121 s now, with the same max |diff| for the 1.5b and 1.3e-5 for the 0.5b.
+# 121 s at 4 x 16 and 2 x 8, 106 s now (4 x 16 and 1 x 8), with the same max |diff| for the
+# 1.5b and 1.3e-5 for the 0.5b.
 STEPS = {"qwen2.5-coder-0.5b": 16, "qwen2.5-coder-1.5b": 8}
 PROMPTS = {"qwen2.5-coder-0.5b": 4, "qwen2.5-coder-1.5b": 1}
 # The exact-weights run is informational, so it is kept cheap: the 0.5b model only (on the

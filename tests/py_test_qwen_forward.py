@@ -39,12 +39,12 @@ REQUESTS = ["Write a Python function that checks whether a number is prime.",
 # float64 reference cost 185 s for 4 prompts x 32 steps in CI (its longest test), 252 s beside
 # the other tests at 4 x 16, and 64 s alone at 2 x 8 (GGUF load 20 s, the 82-row prefill 32 s;
 # 2026-12-05, 2-core Intel guest); 1 x 8 still compares 8 rows of logits along real text with
-# the 1.5b's shapes, which the 0.5b's 4 x 16 do not have. Its measured max |diff| (2.05e-5)
-# lay in the first prompts' first steps. The 0.5b takes 16 steps
-# of all 4 (its reference's 128 steps took 33 s alone, mostly one float64 step after another):
-# the test took 298-316 s beside the others in CI's last runs; alone, 155 s at 4 x 32 and 2 x 16,
-# 121 s at 4 x 16 and 2 x 8, 106 s now (4 x 16 and 1 x 8), with the same max |diff| for the
-# 1.5b and 1.3e-5 for the 0.5b.
+# the 1.5b's shapes, which the 0.5b's 4 x 16 do not have. Its measured max |diff| lay in the
+# first prompts' first steps: 2.05e-5 on a Zen guest (2026-11-27), 1.144e-5 on the
+# Intel guest at 2 x 8 and at 1 x 8 alike. The 0.5b takes 16 steps of all 4 (its reference's
+# 128 steps took 33 s alone, mostly one float64 step after another): the test took 298-316 s
+# beside the others in CI's last runs; alone, 155 s at 4 x 32 and 2 x 16, 121 s at 4 x 16 and
+# 2 x 8, 90-106 s now (4 x 16 and 1 x 8); the 0.5b's max |diff| 1.25e-5 (Intel guest).
 STEPS = {"qwen2.5-coder-0.5b": 16, "qwen2.5-coder-1.5b": 8}
 PROMPTS = {"qwen2.5-coder-0.5b": 4, "qwen2.5-coder-1.5b": 1}
 # The exact-weights run is informational, so it is kept cheap: the 0.5b model only (on the
